@@ -1,0 +1,299 @@
+"""`kata.toml`: load and validate a kata manifest.
+
+A bad manifest raises :class:`ManifestError` naming the file and the field, e.g.
+``katas/phase01/simt/kata.toml: tasks[2].points: must be a positive integer, got -3``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+MANIFEST_NAME = "kata.toml"
+TIERS = ("cpu", "cluster-sim", "gpu")
+CAPABILITIES = (
+    "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind",
+    "namespaces", "cgroups", "netns", "chromium",
+)  # fmt: skip
+LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
+_ID = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class ManifestError(ValueError):
+    """A kata manifest is invalid; the message names file and field."""
+
+    def __init__(self, path: Path | str, field_name: str, problem: str) -> None:
+        self.path, self.field, self.problem = str(path), field_name, problem
+        super().__init__(f"{path}: {field_name}: {problem}")
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    title: str
+    points: int
+    tests: tuple[str, ...]  # fnmatch patterns on test names ("test_x*") or "file.py::test_x*"
+    hints: tuple[str, ...] = ()
+    weights: tuple[tuple[str, float], ...] = ()  # pattern -> weight of matching tests (default 1)
+    tier: str | None = None
+    capabilities: tuple[str, ...] = ()
+
+    def matches(self, file_name: str, test_name: str) -> bool:
+        return any(_match(p, file_name, test_name) for p in self.tests)
+
+    def weight_of(self, file_name: str, test_name: str) -> float:
+        for pattern, weight in self.weights:
+            if _match(pattern, file_name, test_name):
+                return weight
+        return 1.0
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    id: str
+    title: str
+    phase: int
+    summary: str
+    languages: tuple[str, ...]
+    files: tuple[str, ...]  # learner-edited files, relative to the kata directory
+    tasks: tuple[Task, ...]
+    tier: str = "cpu"
+    capabilities: tuple[str, ...] = ()
+    time_limit: float = 30.0  # seconds per test
+    memory_limit_mb: int = 2048
+    tags: tuple[str, ...] = ()
+    budgets: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def points(self) -> int:
+        return sum(t.points for t in self.tasks)
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(f"{self.path}: no task {task_id!r} (tasks: {[t.id for t in self.tasks]})")
+
+    def task_for(self, file_name: str, test_name: str) -> Task | None:
+        """The task a test belongs to; `test_name` may carry a parametrize suffix ``[...]``."""
+        base = test_name.split("[", 1)[0]
+        for t in self.tasks:
+            if t.matches(file_name, base):
+                return t
+        return None
+
+
+def _match(pattern: str, file_name: str, test_name: str) -> bool:
+    if "::" in pattern:
+        fpat, tpat = pattern.split("::", 1)
+        return fnmatch.fnmatchcase(file_name, fpat) and fnmatch.fnmatchcase(test_name, tpat)
+    return fnmatch.fnmatchcase(test_name, pattern)
+
+
+# --------------------------------------------------------------------------- validation helpers
+class _Fields:
+    """Typed access to a TOML table that reports errors as `file: field: problem`."""
+
+    def __init__(self, path: Path, table: dict[str, Any], prefix: str = "") -> None:
+        self.path, self.table, self.prefix = path, table, prefix
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def fail(self, key: str, problem: str) -> ManifestError:
+        return ManifestError(self.path, self.name(key), problem)
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ..., what: str = ""):
+        if key not in self.table:
+            if default is ...:
+                raise self.fail(key, "is required")
+            return default
+        value = self.table[key]
+        if isinstance(value, bool) and kind is not bool and bool not in _as_tuple(kind):
+            raise self.fail(key, f"must be {what or _kind_name(kind)}, got {value!r}")
+        if not isinstance(value, kind):
+            raise self.fail(key, f"must be {what or _kind_name(kind)}, got {value!r}")
+        return value
+
+    def text(self, key: str, default: Any = ...) -> str:
+        value = self.get(key, str, default, "a string")
+        if isinstance(value, str) and not value.strip():
+            raise self.fail(key, "must not be empty")
+        return value
+
+    def strings(self, key: str, default: Any = ()) -> tuple[str, ...]:
+        value = self.get(key, list, list(default) if default != ... else ..., "a list of strings")
+        for i, v in enumerate(value):
+            if not isinstance(v, str) or not v:
+                raise ManifestError(
+                    self.path, f"{self.name(key)}[{i}]", f"must be a string, got {v!r}"
+                )
+        return tuple(value)
+
+    def choice(self, key: str, choices: tuple[str, ...], default: Any = ...) -> str:
+        value = self.text(key, default)
+        if value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def choices(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...]:
+        values = self.strings(key)
+        for i, v in enumerate(values):
+            if v not in choices:
+                raise ManifestError(
+                    self.path,
+                    f"{self.name(key)}[{i}]",
+                    f"must be one of {', '.join(choices)}; got {v!r}",
+                )
+        return values
+
+    def unknown(self, known: set[str]) -> None:
+        for key in self.table:
+            if key not in known:
+                raise self.fail(key, f"unknown field (known: {', '.join(sorted(known))})")
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
+    return " or ".join(names.get(k, k.__name__) for k in _as_tuple(kind))
+
+
+_TOP = {
+    "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
+    "time_limit", "memory_limit_mb", "tags", "budgets",
+}  # fmt: skip
+_TASK = {"id", "title", "points", "tests", "hints", "weights", "tier", "capabilities"}
+
+
+def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
+    top = _Fields(path, data)
+    top.unknown(_TOP)
+    kata_id = top.text("id")
+    if not _ID.match(kata_id):
+        raise top.fail("id", f"must be lower-case letters, digits, '-' or '_'; got {kata_id!r}")
+    phase = top.get("phase", int, what="an integer 1..12")
+    if not 1 <= phase <= 12:
+        raise top.fail("phase", f"must be an integer 1..12, got {phase!r}")
+    languages = top.choices("languages", LANGUAGES)
+    if not languages:
+        raise top.fail("languages", "must name at least one language")
+    files = top.strings("files")
+    for i, name in enumerate(files):
+        if name.startswith("/") or ".." in Path(name).parts:
+            raise ManifestError(path, f"files[{i}]", f"must be relative to the kata, got {name!r}")
+        if not (path.parent / name).exists():
+            raise ManifestError(path, f"files[{i}]", f"{name!r} does not exist in {path.parent}")
+    time_limit = top.get("time_limit", (int, float), 30.0, "a number of seconds")
+    if time_limit <= 0:
+        raise top.fail("time_limit", f"must be a positive number of seconds, got {time_limit!r}")
+    memory = top.get("memory_limit_mb", int, 2048, "a positive integer (MiB)")
+    if memory <= 0:
+        raise top.fail("memory_limit_mb", f"must be a positive integer (MiB), got {memory!r}")
+
+    requires = _Fields(path, top.get("requires", dict, {}, "a table"), "requires.")
+    requires.unknown({"tier", "capabilities"})
+    tier = requires.choice("tier", TIERS, "cpu")
+    caps = requires.choices("capabilities", CAPABILITIES)
+
+    raw_tasks = top.get("tasks", list, what="an array of tables ([[tasks]])")
+    if not raw_tasks:
+        raise top.fail("tasks", "must list at least one task ([[tasks]])")
+    tasks: list[Task] = []
+    for i, raw in enumerate(raw_tasks):
+        if not isinstance(raw, dict):
+            raise ManifestError(path, f"tasks[{i}]", "must be a table ([[tasks]])")
+        tasks.append(_parse_task(_Fields(path, raw, f"tasks[{i}].")))
+    seen: set[str] = set()
+    for i, t in enumerate(tasks):
+        if t.id in seen:
+            raise ManifestError(path, f"tasks[{i}].id", f"duplicate task id {t.id!r}")
+        seen.add(t.id)
+
+    budgets = top.get("budgets", dict, {}, "a table")
+    return Manifest(
+        path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
+        languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
+        time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
+        budgets=budgets, raw=data,
+    )  # fmt: skip
+
+
+def _parse_task(f: _Fields) -> Task:
+    f.unknown(_TASK)
+    task_id = f.text("id")
+    if not _ID.match(task_id):
+        raise f.fail("id", f"must be lower-case letters, digits, '-' or '_'; got {task_id!r}")
+    points = f.get("points", int, what="a positive integer")
+    if points <= 0:
+        raise f.fail("points", f"must be a positive integer, got {points!r}")
+    tests = f.strings("tests", ...)
+    if not tests:
+        raise f.fail("tests", "must list at least one test pattern")
+    weights_raw = f.get("weights", dict, {}, "a table of pattern = weight")
+    weights = []
+    for pattern, w in weights_raw.items():
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+            raise f.fail(f"weights.{pattern}", f"must be a positive number, got {w!r}")
+        weights.append((pattern, float(w)))
+    tier = f.choice("tier", TIERS, None) if "tier" in f.table else None
+    return Task(
+        id=task_id, title=f.text("title"), points=points, tests=tests, hints=f.strings("hints"),
+        weights=tuple(weights), tier=tier, capabilities=f.choices("capabilities", CAPABILITIES),
+    )  # fmt: skip
+
+
+def load_manifest(path: Path | str) -> Manifest:
+    """Load `kata.toml` (or the kata directory holding it)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    return _load_cached(path.resolve(), path.stat().st_mtime_ns if path.exists() else 0)
+
+
+@lru_cache(maxsize=256)
+def _load_cached(path: Path, _mtime: int) -> Manifest:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(path, "(file)", "not found") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ManifestError(path, "(syntax)", f"invalid TOML: {e}") from None
+    return parse_manifest(path, data)
+
+
+def find_kata_dir(path: Path) -> Path | None:
+    """The kata directory (holding kata.toml) at or above `path`; solutions/ paths map to katas/."""
+    path = path.resolve()
+    for d in (path, *path.parents):
+        if (d / MANIFEST_NAME).is_file():
+            return d
+        if d.name == "solutions" and (d.parent / "katas").is_dir():
+            mirrored = d.parent / "katas" / path.relative_to(d)
+            return find_kata_dir(mirrored) if mirrored.exists() else None
+    return None
+
+
+def discover(root: Path) -> list[Path]:
+    """All kata directories under `root` (a repo root, `katas/`, a phase or a kata), sorted."""
+    root = Path(root)
+    base = root / "katas" if (root / "katas").is_dir() else root
+    if (base / MANIFEST_NAME).is_file():
+        return [base]
+    return sorted(p.parent for p in base.rglob(MANIFEST_NAME) if ".venv" not in p.parts)
