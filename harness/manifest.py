@@ -285,8 +285,7 @@ def find_kata_dir(path: Path) -> Path | None:
         if (d / MANIFEST_NAME).is_file():
             return d
         if d.name == "solutions" and (d.parent / "katas").is_dir():
-            mirrored = d.parent / "katas" / path.relative_to(d)
-            return find_kata_dir(mirrored) if mirrored.exists() else None
+            return find_kata_dir(d.parent / "katas" / path.relative_to(d))
     return None
 
 

@@ -1,0 +1,102 @@
+"""Load a kata's sources for a test: the learner's files or the reference solution.
+
+Each (kata, implementation) pair becomes a synthetic package whose ``__path__`` lists the
+directories to search, solution first: ``solutions/phase01/simt`` then ``katas/phase01/simt``.
+Kata modules import their siblings relatively (``from .isa import parse``), so two katas that both
+have ``allocator.py`` never collide, in one process or under xdist, and ``sys.path`` is untouched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import re
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+from .manifest import Manifest, load_manifest
+
+IMPLS = ("learner", "solution")
+
+
+class KataLoadError(Exception):
+    """A kata module could not be imported (syntax error, missing file, import error)."""
+
+
+def solution_dir(kata_dir: Path) -> Path | None:
+    """The mirror of `kata_dir` under the repository's solutions/ tree, if there is one."""
+    for parent in kata_dir.parents:
+        if parent.name == "katas":
+            mirror = parent.parent / "solutions" / kata_dir.relative_to(parent)
+            return mirror if mirror.is_dir() else None
+    return None
+
+
+def _package_name(manifest: Manifest, impl: str) -> str:
+    return f"_kata_p{manifest.phase:02d}_{re.sub(r'[^a-z0-9]', '_', manifest.id)}_{impl}"
+
+
+@dataclass
+class KataContext:
+    """What the ``kata`` fixture gives a test: the kata, its manifest and its sources for `impl`."""
+
+    dir: Path
+    manifest: Manifest
+    impl: str  # "learner" or "solution"
+
+    @property
+    def search_path(self) -> list[Path]:
+        if self.impl == "solution":
+            sol = solution_dir(self.dir)
+            if sol is None:
+                raise KataLoadError(f"--kata-impl=solution: no solutions/ mirror for {self.dir}")
+            return [sol, self.dir]
+        return [self.dir]
+
+    def source(self, name: str) -> Path:
+        """The file `name` (e.g. "allocator.c") of this implementation: solution first, then kata."""
+        for d in self.search_path:
+            if (d / name).exists():
+                return d / name
+        raise KataLoadError(f"{name} not found in {', '.join(str(d) for d in self.search_path)}")
+
+    def module(self, name: str) -> types.ModuleType:
+        """Import kata module `name` ("simt" for simt.py) of this implementation."""
+        __tracebackhide__ = True
+        package = self._package()
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"{package}.{name}":
+                raise KataLoadError(
+                    f"no module {name!r} in {', '.join(str(d) for d in self.search_path)}"
+                ) from None
+            raise KataLoadError(f"{name}.py could not import {e.name!r}: {e}") from None
+        except SyntaxError as e:
+            where = f"{Path(e.filename or '?').name}, line {e.lineno}"
+            raise KataLoadError(
+                f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}"
+            ) from None
+
+    def _package(self) -> str:
+        name = _package_name(self.manifest, self.impl)
+        if name not in sys.modules:
+            paths = [str(p) for p in self.search_path]
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = paths
+            package = importlib.util.module_from_spec(spec)
+            package.__path__ = paths
+            sys.modules[name] = package
+        return name
+
+
+def context_for(path: Path, impl: str) -> KataContext:
+    """The kata context of a test file at `path` (public under katas/, or hidden under solutions/)."""
+    from .manifest import find_kata_dir
+
+    kata_dir = find_kata_dir(path)
+    if kata_dir is None:
+        raise KataLoadError(f"{path} is not inside a kata (no kata.toml above it)")
+    return KataContext(kata_dir, load_manifest(kata_dir), impl)

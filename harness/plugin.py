@@ -1,0 +1,480 @@
+"""The gpu-katas pytest plugin: kata collection, learner view, tiers, results.
+
+Registered through the ``pytest11`` entry point, so it is active once the package is installed.
+Each hook has one job; the machinery lives in its own module:
+
+- collection: a kata directory (holding ``kata.toml``) is a :class:`KataDir` that validates its
+  manifest and adds the hidden tests from ``solutions/``;
+- ``kata`` fixture (:mod:`harness.loader`): the learner's sources or the reference solution;
+- tiers (:mod:`harness.tiers`): probed once on the controller, handed to xdist workers;
+- learner view: unimplemented stubs report as *not started*; failures carry their task's hint;
+- results (:mod:`harness.results`): built on the controller, saved for ``kata progress``, and
+  rendered by :mod:`harness.terminal` and the report writers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .loader import IMPLS, KataContext, KataLoadError, context_for
+from .manifest import MANIFEST_NAME, Manifest, ManifestError, Task, load_manifest
+from .results import (
+    ERROR,
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    SKIPPED,
+    ResultBuilder,
+    RunResult,
+)
+from .tiers import Capabilities, probe
+
+# Fixture plugins of the native-build and CUDA machinery, when those parts are installed.
+pytest_plugins = [
+    name
+    for name in (
+        "harness.native.fixtures",  # native(): cached gcc/cffi builds of learner C/C++
+        "harness.cuda.fixtures",  # CUDA on the cpu/gpu backends
+        "harness.budgets",  # performance budgets against the reference
+        "harness.sandbox",  # learner code in a child process with limits
+        "harness.hidden",  # hidden tests from an encrypted bundle; grade mode
+    )
+    if importlib.util.find_spec(name.rsplit(".", 1)[0]) and importlib.util.find_spec(name)
+]
+
+PROPS_KEY = (
+    "gpu_katas"  # the user_properties entry that carries our per-test data to the controller
+)
+
+
+@dataclass
+class KataItemInfo:
+    manifest: Manifest
+    task: Task | None
+    hidden: bool
+    skip_reason: str = ""  # a tier/capability is missing
+    fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
+
+
+@dataclass
+class KataState:
+    root: Path
+    impl: str
+    caps: Capabilities
+    hidden: str
+    results_dir: Path
+    reports: list[str]
+    result: RunResult | None = None  # built on the controller at session finish
+    written: list[str] = field(default_factory=list)
+    contexts: dict[Path, KataContext] = field(default_factory=dict)
+
+
+STATE = pytest.StashKey[KataState]()
+ITEM_INFO = pytest.StashKey[KataItemInfo]()
+
+
+def _state(config: pytest.Config) -> KataState:
+    return config.stash[STATE]
+
+
+# --------------------------------------------------------------------------- options and setup
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("gpu-katas")
+    g.addoption(
+        "--kata-impl",
+        choices=IMPLS,
+        default=os.environ.get("KATA_IMPL", "learner"),
+        help="run the tests against the learner's files (default) or the reference solutions",
+    )
+    g.addoption("--kata-tier", choices=("cpu", "cluster-sim", "gpu"), help="force the tier down")
+    g.addoption(
+        "--kata-require-tier",
+        action="append",
+        default=[],
+        metavar="TIER",
+        help="fail (not skip) tests whose tier is missing, e.g. on a GPU autograder",
+    )
+    g.addoption(
+        "--kata-hidden",
+        default="auto",
+        metavar="auto|off|PATH",
+        help="hidden tests: auto (from solutions/ when present), off, or an encrypted bundle",
+    )
+    g.addoption(
+        "--kata-report",
+        action="append",
+        default=[],
+        metavar="FORMAT:PATH",
+        help="write a report (json, ...); may be given several times",
+    )
+    g.addoption("--kata-results-dir", default=None, help="where results are kept (default .kata/)")
+    g.addoption("--kata-no-timeout", action="store_true", help="disable per-test time limits")
+    g.addoption(
+        "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
+    )
+    g.addoption("--kata-no-budgets", action="store_true", help="skip performance-budget tests")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and "kata_capabilities" in worker:
+        caps = Capabilities.from_json(worker["kata_capabilities"])
+    else:
+        caps = probe()
+        if config.option.kata_tier:
+            caps = caps.restricted_to(config.option.kata_tier)
+    root = config.rootpath
+    results_dir = Path(config.option.kata_results_dir or root / ".kata")
+    state = KataState(
+        root=root,
+        impl=config.option.kata_impl,
+        caps=caps,
+        hidden=config.option.kata_hidden,
+        results_dir=results_dir,
+        reports=list(config.option.kata_report),
+    )
+    for spec in state.reports:
+        from .reports import check_spec
+
+        try:
+            check_spec(spec)
+        except ValueError as e:
+            raise pytest.UsageError(f"--kata-report={spec}: {e}") from None
+    config.stash[STATE] = state
+    if worker is None:
+        config.pluginmanager.register(ResultCollector(state), "gpu-katas-results")
+    # Learners read short tracebacks; --tb=long still works when asked for.
+    if getattr(config.option, "tbstyle", "auto") == "auto":
+        config.option.tbstyle = "short"
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "gpu-katas-xdist")
+
+
+class _XdistHooks:
+    """Hand the controller's probe to each worker, so the machine is probed once per session."""
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kata_capabilities"] = _state(node.config).caps.to_json()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    state = _state(config)
+    missing = [t for t in ("cluster-sim", "gpu") if not state.caps.has_tier(t)]
+    lines = [f"gpu-katas: implementation={state.impl}; tiers: {', '.join(state.caps.tiers)}"]
+    for t in missing:
+        lines.append(f"  no {t} tier: {state.caps.why_not(t)}")
+    return lines
+
+
+# --------------------------------------------------------------------------- collection
+class KataDir(pytest.Dir):
+    """A kata directory: its manifest is validated first, and its hidden tests are added."""
+
+    def collect(self):
+        manifest = load_manifest(self.path)  # a ManifestError becomes this node's collection error
+        yield from super().collect()
+        state = _state(self.config)
+        if state.hidden == "off":
+            return
+        from .loader import solution_dir
+
+        sol = solution_dir(self.path)
+        if sol is None:
+            return
+        for path in sorted(sol.rglob("test_*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            ihook = self.session.gethookproxy(path)
+            yield from ihook.pytest_collect_file(file_path=path, parent=self)
+        del manifest
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+        if isinstance(excinfo.value, ManifestError):
+            return f"invalid kata manifest: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if (path / MANIFEST_NAME).is_file():
+        return KataDir.from_parent(parent, path=path)
+    return None
+
+
+def _item_info(item: pytest.Item, state: KataState) -> KataItemInfo | None:
+    try:
+        ctx = _context(state, item.path)
+    except (KataLoadError, ManifestError):
+        return None
+    name = getattr(item, "originalname", item.name)
+    task = ctx.manifest.task_for(item.path.name, name)
+    hidden = Path(item.nodeid.split("::")[0]).parts[:1] == ("solutions",)
+    return KataItemInfo(ctx.manifest, task, hidden)
+
+
+def _context(state: KataState, path: Path) -> KataContext:
+    if path not in state.contexts:
+        state.contexts[path] = context_for(path, state.impl)
+    return state.contexts[path]
+
+
+def _requirements(item: pytest.Item, info: KataItemInfo) -> tuple[list[str], list[str]]:
+    tiers = [info.manifest.tier]
+    caps = list(info.manifest.capabilities)
+    if info.task is not None:
+        tiers += [info.task.tier] if info.task.tier else []
+        caps += list(info.task.capabilities)
+    for m in item.iter_markers("tier"):
+        tiers += list(m.args)
+    for m in item.iter_markers("needs"):
+        caps += list(m.args)
+    return [t for t in tiers if t != "cpu"], caps
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = _state(config)
+    required = {t for arg in config.option.kata_require_tier for t in arg.split(",") if t}
+    for item in items:
+        info = _item_info(item, state)
+        if info is None:
+            continue
+        item.stash[ITEM_INFO] = info
+        tiers, caps = _requirements(item, info)
+        for tier in tiers:
+            if not state.caps.has_tier(tier):
+                info.skip_reason = f"needs the {tier} tier: {state.caps.why_not(tier)}"
+                if tier in required:
+                    info.fail_reason = f"--kata-require-tier={tier}: {info.skip_reason}"
+                break
+        else:
+            for cap in caps:
+                if not state.caps.has(cap):
+                    info.skip_reason = f"needs {cap}: {state.caps.why_not(cap)}"
+                    break
+        if info.skip_reason and not info.fail_reason:
+            item.add_marker(pytest.mark.skip(reason=info.skip_reason))
+
+
+@pytest.fixture
+def kata(request: pytest.FixtureRequest) -> KataContext:
+    """The kata this test belongs to: ``kata.module("simt")``, ``kata.source("alloc.c")``."""
+    return _context(_state(request.config), request.path)
+
+
+# --------------------------------------------------------------------------- running
+class KataTimeout(Exception):
+    """The test ran past its kata's per-test time limit."""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    info = item.stash.get(ITEM_INFO, None)
+    if info is not None and info.fail_reason:
+        pytest.fail(info.fail_reason, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    info = item.stash.get(ITEM_INFO, None)
+    limit = info.manifest.time_limit if info else 0
+    use_alarm = (
+        limit > 0
+        and not item.config.option.kata_no_timeout
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not use_alarm:
+        return (yield)
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise KataTimeout(f"exceeded the {limit:g} s time limit of this kata's tests")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return (yield)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _is_todo(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    return excinfo is not None and excinfo.errisinstance(NotImplementedError)
+
+
+def _todo_where(excinfo: pytest.ExceptionInfo[BaseException], info: KataItemInfo) -> str:
+    """`simt.py:42` — the stub that raised, so the learner knows where to start."""
+    harness_dir = Path(__file__).parent
+    for entry in reversed(excinfo.traceback):
+        path = Path(str(entry.path))
+        if harness_dir in path.parents:
+            continue
+        try:
+            rel = path.relative_to(info.manifest.dir)
+        except ValueError:
+            rel = Path(path.name)
+        return f"{rel}:{entry.lineno + 1}"
+    return "?"
+
+
+def _message(excinfo: pytest.ExceptionInfo[BaseException], hidden: bool) -> str:
+    if isinstance(excinfo.value, KataLoadError):
+        return str(excinfo.value)
+    if hidden:
+        # Hidden tests show their message only: never their source or the expressions asserted.
+        text = str(excinfo.value)
+        if isinstance(excinfo.value, AssertionError):
+            text = text.split("\nassert ", 1)[0]
+            text = "" if text.startswith("assert ") else text
+        return (
+            f"{type(excinfo.value).__name__}: {text}".rstrip(": ")
+            if text
+            else "a hidden test failed"
+        )
+    return excinfo.exconly()[:4000]
+
+
+def _failing_source(excinfo: pytest.ExceptionInfo[BaseException], item: pytest.Item):
+    for entry in reversed(excinfo.traceback):
+        if Path(str(entry.path)) == item.path:
+            lines = [str(line) for line in entry.source.lines] if entry.source else []
+            rel = entry.lineno - entry.getfirstlinesource()
+            window = lines[max(0, rel - 3) : rel + 2]
+            return entry.lineno + 1, "\n".join(window)
+    return None, ""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report: pytest.TestReport = yield
+    info = item.stash.get(ITEM_INFO, None)
+    if info is None:
+        return report
+    props: dict[str, Any] = {"kata": info.manifest.id, "task": info.task.id if info.task else None}
+    props["hidden"] = info.hidden
+    if report.skipped and info.skip_reason:
+        props["tier_skip"] = True
+        props["skip_reason"] = info.skip_reason
+    elif report.failed and call.excinfo is not None:
+        if _is_todo(call.excinfo):
+            where = _todo_where(call.excinfo, info)
+            msg = str(call.excinfo.value) or "not implemented yet"
+            props["outcome"] = NOT_STARTED
+            props["message"] = f"not started: {msg} ({where})"
+            report.longrepr = props["message"]
+        else:
+            props["message"] = _message(call.excinfo, info.hidden)
+            if info.hidden:
+                report.longrepr = f"hidden test failed: {props['message']}"
+            elif call.excinfo.errisinstance(KataLoadError):
+                report.longrepr = str(call.excinfo.value)
+            else:
+                props["line"], props["source"] = _failing_source(call.excinfo, item)
+            if info.task is not None and info.task.hints:
+                report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
+    report.user_properties.append((PROPS_KEY, props))
+    return report
+
+
+def _props(report: pytest.TestReport) -> dict[str, Any] | None:
+    for name, value in getattr(report, "user_properties", ()):
+        if name == PROPS_KEY:
+            return value
+    return None
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
+    props = _props(report)
+    if props and props.get("outcome") == NOT_STARTED and report.failed:
+        return "not started", "N", ("NOT STARTED", {"yellow": True})
+    return None
+
+
+# --------------------------------------------------------------------------- results (controller)
+def _outcome(report: pytest.TestReport, props: dict[str, Any] | None) -> str:
+    if props and props.get("outcome"):
+        return props["outcome"]
+    if report.passed:
+        return PASSED
+    if report.skipped:
+        return SKIPPED
+    return FAILED if report.when == "call" else ERROR
+
+
+def _crash_message(report: pytest.TestReport) -> str:
+    text = str(report.longrepr or "")
+    if "node down" in text or "crashed" in text.lower():
+        return "the test process crashed while running this test: " + text.strip().splitlines()[-1]
+    return text.strip().splitlines()[-1][:2000] if text.strip() else "failed"
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    return ""
+
+
+class ResultCollector:
+    """Controller-side: turns every report into a TestRecord, then saves and renders results.
+
+    Registered only where there is no ``workerinput``: under xdist, workers' reports (and the
+    synthetic report of a crashed worker) all arrive here.
+    """
+
+    def __init__(self, state: KataState) -> None:
+        self.state = state
+        self.builder = ResultBuilder(state.root, state.impl, list(state.caps.tiers))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call" and report.passed:
+            return  # setup/teardown that passed say nothing about the test
+        props = _props(report) or {}
+        outcome = _outcome(report, props)
+        message = props.get("message", "")
+        if not message and outcome in (FAILED, ERROR):
+            message = _crash_message(report)
+        record = self.builder.new_record(
+            report.nodeid,
+            outcome=outcome,
+            message=message,
+            duration=round(report.duration, 4),
+            skip_reason=props.get("skip_reason", "") or _skip_reason(report),
+            tier_skip=bool(props.get("tier_skip")),
+            metrics=props.get("metrics", {}),
+            line=props.get("line"),
+            source=props.get("source", ""),
+            hidden=bool(props.get("hidden")),
+        )
+        if record is not None:
+            self.builder.add(record)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            text = str(report.longrepr).strip()
+            self.builder.add_collect_error(
+                report.nodeid, f"{report.nodeid or 'collection'}: {text}"
+            )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not (self.builder.katas or self.builder.errors):
+            return  # not a kata run (e.g. the harness's own tests): stay out of the way
+        from .reports import save_progress, write_report
+
+        result = self.state.result = self.builder.build(exit_status=int(exitstatus))
+        save_progress(result, self.state.results_dir)
+        for spec in self.state.reports:
+            self.state.written.append(write_report(spec, result, self.state.root))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.state.result is not None:
+            from .terminal import render_summary
+
+            render_summary(terminalreporter, self.state.result, self.state.written)

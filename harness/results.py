@@ -1,0 +1,305 @@
+"""The one results model: kata -> task -> tests, with points, status, messages and hints.
+
+Built on the controller from test reports (so it is right under ``-n 2`` and when a worker
+crashes), then rendered by the terminal summary and every report writer. Points come from the
+manifest's tasks: a task's points are split over its tests by weight (partial credit), never
+from a count of passes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
+
+# Test outcomes, from the learner's point of view.
+PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR = "passed", "failed", "not_started", "skipped", "error"
+# Task statuses.
+TASK_PASSED, TASK_FAILING, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
+    "passed",
+    "failing",
+    "not started",
+    "skipped",
+    "not run",
+)
+
+
+@dataclass
+class TestRecord:
+    nodeid: str
+    name: str  # function name with parametrize id, e.g. "test_add[3]"
+    file: str  # test file name, e.g. "test_simt.py"
+    kata: str
+    task: str | None
+    hidden: bool
+    outcome: str  # PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR
+    message: str = ""  # learner-facing; for hidden tests the assertion message only
+    duration: float = 0.0
+    weight: float = 1.0
+    skip_reason: str = ""
+    tier_skip: bool = False
+    metrics: dict[str, Any] = field(default_factory=dict)  # budgets: {"ratio": 1.3, ...}
+    line: int | None = None
+    source: str = ""  # failing source lines (public tests only)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == PASSED
+
+
+@dataclass
+class TaskResult:
+    id: str
+    title: str
+    points: int
+    hints: list[str]
+    tests: list[TestRecord] = field(default_factory=list)
+
+    @property
+    def earned(self) -> float:
+        total = sum(t.weight for t in self.tests)
+        if not total:
+            return 0.0
+        return round(self.points * sum(t.weight for t in self.tests if t.ok) / total, 2)
+
+    @property
+    def status(self) -> str:
+        if not self.tests:
+            return TASK_NOT_RUN
+        outcomes = {t.outcome for t in self.tests}
+        if outcomes == {PASSED}:
+            return TASK_PASSED
+        if outcomes == {SKIPPED}:
+            return TASK_SKIPPED
+        if outcomes <= {NOT_STARTED, SKIPPED}:
+            return TASK_NOT_STARTED
+        return TASK_FAILING
+
+    @property
+    def skip_reasons(self) -> list[str]:
+        return sorted({t.skip_reason for t in self.tests if t.outcome == SKIPPED and t.skip_reason})
+
+
+@dataclass
+class KataResult:
+    id: str
+    title: str
+    phase: int
+    path: str  # kata directory, relative to the root
+    tasks: list[TaskResult]
+    errors: list[str] = field(default_factory=list)  # collection errors, unassigned tests
+
+    @property
+    def points(self) -> int:
+        return sum(t.points for t in self.tasks)
+
+    @property
+    def earned(self) -> float:
+        return round(sum(t.earned for t in self.tasks), 2)
+
+    @property
+    def next_task(self) -> TaskResult | None:
+        """The first task, in manifest order, that the learner can still make progress on."""
+        for t in self.tasks:
+            if t.status in (TASK_FAILING, TASK_NOT_STARTED):
+                return t
+        return None
+
+    @property
+    def status(self) -> str:
+        if self.errors:
+            return ERROR
+        return PASSED if all(t.status == TASK_PASSED for t in self.tasks) else FAILED
+
+
+@dataclass
+class RunResult:
+    katas: list[KataResult]
+    impl: str = "learner"
+    tiers: list[str] = field(default_factory=list)
+    started: float = 0.0
+    duration: float = 0.0
+    errors: list[str] = field(default_factory=list)  # run-level errors (outside any kata)
+    exit_status: int | None = None
+
+    @property
+    def points(self) -> int:
+        return sum(k.points for k in self.katas)
+
+    @property
+    def earned(self) -> float:
+        return round(sum(k.earned for k in self.katas), 2)
+
+    @property
+    def status(self) -> str:
+        if self.errors or any(k.errors for k in self.katas):
+            return ERROR
+        if self.katas and all(k.status == PASSED for k in self.katas):
+            return PASSED
+        return FAILED
+
+    def kata(self, kata_id: str) -> KataResult:
+        for k in self.katas:
+            if k.id == kata_id:
+                return k
+        raise KeyError(kata_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["points"], d["earned"], d["status"] = self.points, self.earned, self.status
+        for kd, k in zip(d["katas"], self.katas, strict=True):
+            kd["points"], kd["earned"], kd["status"] = k.points, k.earned, k.status
+            for td, t in zip(kd["tasks"], k.tasks, strict=True):
+                td["earned"], td["status"] = t.earned, t.status
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        katas = []
+        for kd in d["katas"]:
+            tasks = [
+                TaskResult(
+                    t["id"],
+                    t["title"],
+                    t["points"],
+                    list(t["hints"]),
+                    [TestRecord(**r) for r in t["tests"]],
+                )
+                for t in kd["tasks"]
+            ]
+            katas.append(
+                KataResult(kd["id"], kd["title"], kd["phase"], kd["path"], tasks, kd["errors"])
+            )
+        return cls(
+            katas,
+            d.get("impl", "learner"),
+            d.get("tiers", []),
+            d.get("started", 0.0),
+            d.get("duration", 0.0),
+            d.get("errors", []),
+            d.get("exit_status"),
+        )
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> RunResult:
+        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+# --------------------------------------------------------------------------- building the model
+@lru_cache(maxsize=1024)
+def kata_of_file(path: Path) -> Path | None:
+    return find_kata_dir(path)
+
+
+def split_nodeid(nodeid: str) -> tuple[str, str]:
+    """("katas/phase01/simt/tests/test_simt.py", "test_add[3]") from a node id."""
+    file_part, _, rest = nodeid.partition("::")
+    return file_part, rest.rsplit("::", 1)[-1]
+
+
+class ResultBuilder:
+    """Collects test reports into a RunResult. Lives on the controller only."""
+
+    def __init__(self, root: Path, impl: str, tiers: list[str]) -> None:
+        self.root, self.impl, self.tiers = root, impl, tiers
+        self.started = time.time()
+        self.records: dict[str, TestRecord] = {}
+        self.katas: dict[Path, Manifest] = {}
+        self.kata_errors: dict[Path, list[str]] = {}
+        self.errors: list[str] = []
+
+    def manifest_for(self, file_part: str) -> Manifest | None:
+        kata_dir = kata_of_file((self.root / file_part).resolve())
+        if kata_dir is None:
+            return None
+        if kata_dir not in self.katas:
+            try:
+                self.katas[kata_dir] = load_manifest(kata_dir)
+            except ManifestError as e:
+                self.errors.append(str(e))
+                return None
+        return self.katas[kata_dir]
+
+    def add_collect_error(self, nodeid: str, message: str) -> None:
+        path = (self.root / nodeid.split("::")[0]).resolve()
+        kata_dir = kata_of_file(path) if nodeid else None
+        if kata_dir is not None and self.manifest_for(nodeid.split("::")[0]) is not None:
+            self.kata_errors.setdefault(kata_dir, []).append(message)
+        else:
+            self.errors.append(message)
+
+    def add(self, record: TestRecord) -> None:
+        previous = self.records.get(record.nodeid)
+        # setup/call/teardown each report; the worst outcome wins, durations add up.
+        if previous is not None:
+            record.duration += previous.duration
+            if _rank(previous.outcome) > _rank(record.outcome):
+                previous.duration = record.duration
+                return
+        self.records[record.nodeid] = record
+
+    def new_record(self, nodeid: str, **fields: Any) -> TestRecord | None:
+        """A record for `nodeid` with kata, task and weight filled in from its manifest."""
+        file_part, name = split_nodeid(nodeid)
+        manifest = self.manifest_for(file_part)
+        if manifest is None:
+            return None
+        file_name = Path(file_part).name
+        task = manifest.task_for(file_name, name)
+        weight = task.weight_of(file_name, name.split("[", 1)[0]) if task else 1.0
+        hidden = fields.pop("hidden", False) or Path(file_part).parts[:1] == ("solutions",)
+        return TestRecord(
+            nodeid=nodeid,
+            name=name,
+            file=file_name,
+            kata=manifest.id,
+            task=task.id if task else None,
+            hidden=hidden,
+            weight=weight,
+            **fields,
+        )
+
+    def build(self, exit_status: int | None = None) -> RunResult:
+        by_kata: dict[str, list[TestRecord]] = {}
+        for r in self.records.values():
+            by_kata.setdefault(r.kata, []).append(r)
+        katas = []
+        for kata_dir, m in sorted(self.katas.items(), key=lambda kv: (kv[1].phase, kv[1].id)):
+            records = by_kata.get(m.id, [])
+            errors = list(self.kata_errors.get(kata_dir, []))
+            tasks = []
+            for t in m.tasks:
+                tests = sorted((r for r in records if r.task == t.id), key=lambda r: r.nodeid)
+                tasks.append(TaskResult(t.id, t.title, t.points, list(t.hints), tests))
+            for r in records:
+                if r.task is None:
+                    errors.append(f"{r.nodeid}: belongs to no task in {m.path.name}")
+            try:
+                rel = str(kata_dir.relative_to(self.root))
+            except ValueError:
+                rel = str(kata_dir)
+            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors))
+        return RunResult(
+            katas,
+            self.impl,
+            self.tiers,
+            self.started,
+            round(time.time() - self.started, 3),
+            self.errors,
+            exit_status,
+        )
+
+
+def _rank(outcome: str) -> int:
+    return {PASSED: 0, SKIPPED: 1, NOT_STARTED: 2, FAILED: 3, ERROR: 4}[outcome]

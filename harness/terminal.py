@@ -1,0 +1,78 @@
+"""The learner's end-of-run summary: per kata, tasks with status and points, and what to do next.
+
+Colour comes from pytest's terminal writer, which already honours NO_COLOR, PY_COLORS and
+whether the output is a terminal, so CI logs get plain text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .results import (
+    TASK_FAILING,
+    TASK_NOT_RUN,
+    TASK_NOT_STARTED,
+    TASK_PASSED,
+    TASK_SKIPPED,
+    KataResult,
+    RunResult,
+    TaskResult,
+)
+
+_MARK = {
+    TASK_PASSED: ("✓", {"green": True}),
+    TASK_FAILING: ("✗", {"red": True}),
+    TASK_NOT_STARTED: ("○", {"yellow": True}),
+    TASK_SKIPPED: ("-", {"cyan": True}),
+    TASK_NOT_RUN: ("·", {}),
+}
+
+
+def fmt_points(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+
+
+def task_detail(task: TaskResult) -> str:
+    status = task.status
+    if status == TASK_FAILING:
+        passed = sum(t.ok for t in task.tests)
+        return f"failing ({passed} of {len(task.tests)} tests pass)"
+    if status == TASK_SKIPPED:
+        return "skipped: " + "; ".join(task.skip_reasons)
+    return status
+
+
+def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
+    """The summary of one kata as (text, markup) lines; shared by `kata progress`."""
+    out: list[tuple[str, dict[str, bool]]] = []
+    head = f"phase {kata.phase:02d} · {kata.id} — {kata.title}"
+    out.append((f"{head}  {fmt_points(kata.earned)}/{kata.points} points", {"bold": True}))
+    width = max(len(t.id) for t in kata.tasks)
+    for t in kata.tasks:
+        mark, markup = _MARK[t.status]
+        pts = f"{fmt_points(t.earned)}/{t.points}"
+        out.append((f"  {mark} {t.id:<{width}}  {pts:>7}  {t.title} — {task_detail(t)}", markup))
+    for err in kata.errors:
+        out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
+    nxt = kata.next_task
+    if nxt is not None:
+        hint = f" Hint: `kata hint {kata.id} {nxt.id}`." if nxt.hints else ""
+        out.append((f"  next: {nxt.id} — {nxt.title}.{hint}", {"bold": True}))
+    elif all(t.status == TASK_PASSED for t in kata.tasks):
+        out.append(("  all tasks pass — well done.", {"green": True}))
+    return out
+
+
+def render_summary(tr: Any, result: RunResult, written: list[str]) -> None:
+    tr.write_sep("=", "gpu-katas", bold=True)
+    if result.impl != "learner":
+        tr.write_line(f"implementation: {result.impl}")
+    for kata in result.katas:
+        for text, markup in kata_lines(kata):
+            tr.write_line(text, **markup)
+    for err in result.errors:
+        tr.write_line(f"! {err.splitlines()[0][:300]}", red=True)
+    total = f"total: {fmt_points(result.earned)}/{result.points} points"
+    tr.write_line(total, bold=True, green=result.earned == result.points and result.points > 0)
+    for path in written:
+        tr.write_line(f"report written: {path}")

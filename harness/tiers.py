@@ -1,0 +1,154 @@
+"""Tiers and capabilities: what this machine can run, probed once per session.
+
+Tiers are what a kata needs as a whole: ``cpu`` (always), ``cluster-sim`` (multi-host simulations
+on one machine: network namespaces, root) and ``gpu`` (an NVIDIA driver and device). Capabilities
+are single tools or kernel features (``cc``, ``nvcc``, ``valgrind``, ``namespaces`` ...).
+
+Probes are cheap file checks; the only subprocess is the GPU probe, and it runs only when the
+driver's files exist, so CUDA is never initialised in the pytest process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .manifest import CAPABILITIES, TIERS
+
+_TOOLS = {
+    "cc": "gcc",
+    "cxx": "g++",
+    "nvcc": "nvcc",
+    "ptxas": "ptxas",
+    "cuobjdump": "cuobjdump",
+    "clang": "clang",
+    "valgrind": "valgrind",
+    "chromium": "chromium",
+}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The probed tiers and capabilities, with a reason a learner can act on for each one missing."""
+
+    tiers: tuple[str, ...]
+    available: tuple[str, ...]
+    missing: dict[str, str] = field(default_factory=dict)  # name -> why, with advice
+
+    def has_tier(self, tier: str) -> bool:
+        return tier in self.tiers
+
+    def has(self, capability: str) -> bool:
+        return capability in self.available
+
+    def why_not(self, name: str) -> str:
+        return self.missing.get(name, f"{name} is not available")
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"tiers": self.tiers, "available": self.available, "missing": self.missing}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Capabilities:
+        d = json.loads(text)
+        return cls(tuple(d["tiers"]), tuple(d["available"]), dict(d["missing"]))
+
+    def restricted_to(self, tier: str) -> Capabilities:
+        """Force the tier down (``--kata-tier=cpu``): drop every tier above `tier`."""
+        keep = {"cpu"} | ({tier} if tier in self.tiers else set())
+        missing = dict(self.missing)
+        for t in TIERS:
+            if t not in keep and t in self.tiers:
+                missing[t] = f"the {t} tier is switched off by --kata-tier={tier}"
+        return Capabilities(tuple(t for t in TIERS if t in keep), self.available, missing)
+
+
+def _find_tool(name: str) -> Path | None:
+    try:  # harness.toolchain knows the CUDA wheels and CUDA_HOME; fall back to PATH
+        from .toolchain import find_tool
+    except ImportError:
+        found = shutil.which(_TOOLS.get(name, name))
+        return Path(found) if found else None
+    return find_tool(_TOOLS.get(name, name))
+
+
+def _advice(name: str) -> str:
+    try:
+        from .toolchain import install_advice
+    except ImportError:
+        return f"install {name}"
+    return install_advice(_TOOLS.get(name, name))
+
+
+def _probe_gpu() -> str | None:
+    """None when a GPU is usable, else why not. Runs nvidia-smi in a subprocess, never CUDA here."""
+    if not (Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()):
+        return "no NVIDIA driver found (/proc/driver/nvidia is missing)"
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "an NVIDIA driver is loaded but nvidia-smi is missing, so no device could be listed"
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"nvidia-smi failed: {e}"
+    if out.returncode != 0 or "GPU" not in out.stdout:
+        return f"nvidia-smi lists no GPU: {(out.stderr or out.stdout).strip()[:200]}"
+    return None
+
+
+def _probe_os() -> dict[str, str | None]:
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    found: dict[str, str | None] = {}
+    userns = Path("/proc/self/ns/user").exists()
+    unpriv = Path("/proc/sys/kernel/unprivileged_userns_clone")
+    allowed = root or not unpriv.exists() or unpriv.read_text().strip() == "1"
+    found["namespaces"] = (
+        None
+        if userns and allowed and shutil.which("unshare")
+        else "Linux namespaces are unavailable (needs Linux with user namespaces and `unshare`)"
+    )
+    cg1 = Path("/sys/fs/cgroup/memory")
+    cg2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    writable = (
+        os.access(cg1, os.W_OK) if cg1.exists() else cg2.exists() and os.access(cg2.parent, os.W_OK)
+    )
+    found["cgroups"] = None if writable else "cgroups are not writable here (run as root on Linux)"
+    found["netns"] = (
+        None
+        if root and shutil.which("ip")
+        else "network namespaces need root and iproute2 (`ip netns`)"
+    )
+    return found
+
+
+def probe() -> Capabilities:
+    """Probe this machine. Costs a few stat calls, plus nvidia-smi where a driver exists."""
+    available: list[str] = []
+    missing: dict[str, str] = {}
+    for cap in CAPABILITIES:
+        if cap in _TOOLS:
+            if _find_tool(cap):
+                available.append(cap)
+            else:
+                missing[cap] = f"{_TOOLS[cap]} was not found: {_advice(cap)}"
+    for cap, why in _probe_os().items():
+        if why is None:
+            available.append(cap)
+        else:
+            missing[cap] = why
+    tiers = ["cpu"]
+    if "namespaces" in available and "netns" in available:
+        tiers.append("cluster-sim")
+    else:
+        missing["cluster-sim"] = missing.get("netns") or missing.get("namespaces", "")
+    gpu_problem = _probe_gpu()
+    if gpu_problem is None:
+        tiers.append("gpu")
+    else:
+        missing["gpu"] = gpu_problem
+    return Capabilities(tuple(t for t in TIERS if t in tiers), tuple(available), missing)
