@@ -1,0 +1,277 @@
+"""The `kata` command: learner-first (list, progress, hint), instructor tools (new, verify).
+
+Exit codes: 0 success; 1 the check failed (verify found problems, grading failed); 2 usage error
+or bad input (unknown kata, no repository found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .manifest import Manifest, ManifestError, discover, load_manifest
+from .results import KataResult, RunResult
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A usage problem reported as `kata: <message>` with exit code 2."""
+
+
+# --------------------------------------------------------------------------- output
+def _colour() -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("PY_COLORS") == "1" or os.environ.get("FORCE_COLOR"):
+        return True
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+_ANSI = {"bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+
+def say(text: str = "", **markup: bool) -> None:
+    codes = [_ANSI[k] for k, on in markup.items() if on and k in _ANSI]
+    if codes and _colour():
+        text = f"\x1b[{';'.join(codes)}m{text}\x1b[0m"
+    print(text)
+
+
+# --------------------------------------------------------------------------- repository
+def find_root(start: Path | None = None) -> Path:
+    """The repository root: the nearest directory at or above `start` with a katas/ folder."""
+    start = (start or Path.cwd()).resolve()
+    for d in (start, *start.parents):
+        if (d / "katas").is_dir():
+            return d
+    raise CliError(f"no katas/ directory at or above {start}; run this inside a kata repository")
+
+
+def _manifests(root: Path) -> list[Manifest]:
+    out = []
+    for d in discover(root):
+        try:
+            out.append(load_manifest(d))
+        except ManifestError as e:
+            say(f"! {e}", red=True)
+    return out
+
+
+def _find_kata(root: Path, kata_id: str) -> Manifest:
+    manifests = _manifests(root)
+    for m in manifests:
+        if m.id == kata_id or m.dir.name == kata_id:
+            return m
+    known = ", ".join(m.id for m in manifests) or "none"
+    raise CliError(f"no kata {kata_id!r} (katas: {known})")
+
+
+def _state_file(root: Path, name: str) -> Path:
+    return root / ".kata" / name
+
+
+def _load_json(path: Path, default: dict) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default
+    except json.JSONDecodeError as e:
+        raise CliError(f"{path} is not valid JSON ({e}); delete it to start afresh") from None
+
+
+def _save_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    tmp.replace(path)
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_list(args: argparse.Namespace) -> int:
+    from .tiers import probe
+
+    root = find_root(args.root)
+    caps = probe()
+    manifests = _manifests(root)
+    if not manifests:
+        say("no katas found")
+        return EXIT_OK
+    say(f"{'phase':<6}{'kata':<22}{'tier':<12}{'tasks':>6}{'points':>8}  title", bold=True)
+    for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
+        runnable = caps.has_tier(m.tier) and all(caps.has(c) for c in m.capabilities)
+        tier = m.tier + ("" if runnable else " (!)")
+        say(f"{m.phase:02d}    {m.id:<22}{tier:<12}{len(m.tasks):>6}{m.points:>8}  {m.title}")
+        if not runnable:
+            needs = [m.tier] if not caps.has_tier(m.tier) else []
+            needs += [c for c in m.capabilities if not caps.has(c)]
+            say(f"      (!) needs {', '.join(needs)}: {caps.why_not(needs[0])}", yellow=True)
+    say(f"this machine: tiers {', '.join(caps.tiers)}")
+    return EXIT_OK
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    from .terminal import fmt_points, kata_lines
+
+    root = find_root(args.root)
+    progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
+    if not progress["katas"]:
+        say("no results yet: run `pytest katas/phase01` first")
+        return EXIT_OK
+    run = RunResult.from_dict({"katas": list(progress["katas"].values())})
+    katas: list[KataResult] = sorted(run.katas, key=lambda k: (k.phase, k.id))
+    if args.kata:
+        katas = [k for k in katas if k.id == args.kata]
+        if not katas:
+            raise CliError(f"no results for kata {args.kata!r} yet")
+    for k in katas:
+        for text, markup in kata_lines(k):
+            say(text, **markup)
+    earned = sum(k.earned for k in katas)
+    say(f"total: {fmt_points(earned)}/{sum(k.points for k in katas)} points", bold=True)
+    return EXIT_OK
+
+
+def cmd_hint(args: argparse.Namespace) -> int:
+    root = find_root(args.root)
+    m = _find_kata(root, args.kata)
+    task = m.task(args.task) if args.task else _next_task(root, m)
+    if args.task and task is None:
+        raise CliError(f"kata {m.id!r} has no task {args.task!r}")
+    path = _state_file(root, "hints.json")
+    shown = _load_json(path, {})
+    key = f"{m.id}/{task.id}"
+    if not task.hints:
+        say(f"task {key} has no hints")
+        return EXIT_OK
+    if args.reset:
+        shown.pop(key, None)
+        _save_json(path, shown)
+        say(f"hints for {key} hidden again")
+        return EXIT_OK
+    count = min(shown.get(key, 0) + 1, len(task.hints))
+    shown[key] = count
+    _save_json(path, shown)
+    say(f"{m.id} · {task.id} — {task.title}", bold=True)
+    for i, hint in enumerate(task.hints[:count], 1):
+        say(f"  hint {i}/{len(task.hints)}: {hint}")
+    if count < len(task.hints):
+        say(f"  (run `kata hint {m.id} {task.id}` again for the next hint)")
+    else:
+        say("  (that was the last hint)")
+    return EXIT_OK
+
+
+def _next_task(root: Path, m: Manifest):
+    """The task to hint: the kata's next task from the last run, else its first task."""
+    progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
+    kata = progress["katas"].get(m.id)
+    if kata is not None:
+        run = RunResult.from_dict({"katas": [kata]})
+        nxt = run.katas[0].next_task
+        if nxt is not None:
+            return m.task(nxt.id)
+    return m.tasks[0]
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from .scaffold import scaffold
+
+    root = find_root(args.root)
+    try:
+        written = scaffold(root, args.phase, args.name, args.title)
+    except (ValueError, FileExistsError) as e:
+        raise CliError(str(e)) from None
+    for p in written:
+        say(f"created {p.relative_to(root)}")
+    say(f"next: edit the files, then `kata verify katas/phase{args.phase:02d}/{args.name}`")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import verify
+
+    root = find_root(args.root)
+    paths = [Path(p).resolve() for p in args.paths] or [root / "katas"]
+    for p in paths:
+        if not p.exists():
+            raise CliError(f"{p} does not exist")
+    extra = ["-n", str(args.jobs)] if args.jobs else []
+    verdicts = verify(paths, root, extra)
+    if not verdicts:
+        raise CliError(f"no katas under {', '.join(map(str, paths))}")
+    failed = 0
+    for v in verdicts:
+        if v.ok:
+            say(f"✓ {v.kata} ({v.path})", green=True)
+        else:
+            failed += 1
+            say(f"✗ {v.kata} ({v.path})", red=True)
+            for p in v.problems:
+                say(f"    {p}", red=True)
+        for n in v.notes:
+            say(f"    note: {n}", yellow=True)
+    say(f"{len(verdicts) - failed} of {len(verdicts)} katas verified", bold=True)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _delegate(module: str, argv: list[str]) -> int:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise CliError(f"this command is not available in this installation ({e})") from None
+    return int(mod.main(argv))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kata", description="gpu-katas: learn GPU systems by doing")
+    p.add_argument("--root", type=Path, default=None, help="repository root (default: search up)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="katas with tiers and points").set_defaults(func=cmd_list)
+    s = sub.add_parser("progress", help="your status per kata, from the last run")
+    s.add_argument("kata", nargs="?")
+    s.set_defaults(func=cmd_progress)
+    s = sub.add_parser("hint", help="reveal the next hint of a task")
+    s.add_argument("kata")
+    s.add_argument("task", nargs="?", help="default: the kata's next task")
+    s.add_argument("--reset", action="store_true", help="hide this task's hints again")
+    s.set_defaults(func=cmd_hint)
+    s = sub.add_parser("new", help="scaffold a kata (instructors)")
+    s.add_argument("phase", type=int)
+    s.add_argument("name")
+    s.add_argument("--title")
+    s.set_defaults(func=cmd_new)
+    s = sub.add_parser("verify", help="check katas: reference passes, stubs fail every task")
+    s.add_argument("paths", nargs="*")
+    s.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")
+    s.set_defaults(func=cmd_verify)
+    for name, module, text in (
+        ("grade", "harness.grade", "grade from the canonical tests (autograders)"),
+        ("publish", "harness.publish", "build the learner and solutions branches"),
+    ):
+        s = sub.add_parser(name, help=text, add_help=False)
+        s.add_argument("rest", nargs=argparse.REMAINDER)
+        s.set_defaults(func=lambda a, module=module: _delegate(module, a.rest))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as e:
+        print(f"kata: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ManifestError, KeyError) as e:
+        print(f"kata: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""`kata new PHASE NAME`: a complete, verifiable kata skeleton for instructors.
+
+The scaffold passes `kata verify` as generated (its stub fails, its reference passes), so an
+instructor starts from green and replaces the example task with the real ones.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+_FILES = {
+    # template -> path, relative to the repository root
+    "kata.toml.j2": "katas/{phase_dir}/{name}/kata.toml",
+    "README.md.j2": "katas/{phase_dir}/{name}/README.md",
+    "stub.py.j2": "katas/{phase_dir}/{name}/{module}.py",
+    "test_public.py.j2": "katas/{phase_dir}/{name}/tests/test_{module}.py",
+    "solution.py.j2": "solutions/{phase_dir}/{name}/{module}.py",
+    "test_hidden.py.j2": "solutions/{phase_dir}/{name}/tests/test_hidden_{module}.py",
+}
+
+
+def scaffold(root: Path, phase: int, name: str, title: str | None = None) -> list[Path]:
+    """Create the kata `name` in `phase`; returns the files written. Refuses to overwrite."""
+    if not 1 <= phase <= 12:
+        raise ValueError(f"PHASE must be 1..12, got {phase}")
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        raise ValueError(f"NAME must be lower-case letters, digits, '-' or '_', got {name!r}")
+    phase_dir = f"phase{phase:02d}"
+    module = name.replace("-", "_")
+    kata_dir = root / "katas" / phase_dir / name
+    if kata_dir.exists():
+        raise FileExistsError(f"{kata_dir} already exists")
+    env = Environment(
+        loader=PackageLoader("harness", "templates/new_kata"),
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    values = {
+        "id": name,
+        "title": title or name.replace("-", " ").replace("_", " ").capitalize(),
+        "phase": phase,
+        "module": module,
+        "rel_dir": f"katas/{phase_dir}/{name}",
+    }
+    written = []
+    for template, pattern in _FILES.items():
+        path = root / pattern.format(phase_dir=phase_dir, name=name, module=module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(env.get_template(template).render(**values), encoding="utf-8")
+        written.append(path)
+    return written

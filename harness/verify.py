@@ -1,0 +1,128 @@
+"""`kata verify`: check that every kata holds its promises.
+
+For each kata: the manifest is valid and its id unique; every test belongs to a task and every
+task has tests; the reference solution passes every public and hidden test; the stubs fail at
+least one test of every task (so no task is vacuous). Tests run in pytest subprocesses, the same
+way a learner runs them, with results written to a private directory.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .manifest import ManifestError, discover, load_manifest
+from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult
+
+
+@dataclass
+class KataVerdict:
+    kata: str
+    path: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not failures: e.g. tasks skipped for tier
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def run_pytest(
+    paths: list[Path], root: Path, impl: str, extra: list[str], workdir: Path
+) -> tuple[RunResult | None, str]:
+    """Run pytest on `paths` with implementation `impl`; returns its results and its output."""
+    report = workdir / f"{impl}.json"
+    cmd = [
+        sys.executable, "-m", "pytest", *map(str, paths), f"--kata-impl={impl}",
+        f"--kata-report=json:{report}", f"--kata-results-dir={workdir / 'results'}",
+        "-p", "no:cacheprovider", "-q", "--no-header", "-rN", *extra,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    output = proc.stdout + proc.stderr
+    if not report.exists():
+        return None, output
+    return RunResult.load(report), output
+
+
+def verify(paths: list[Path], root: Path, extra: list[str] | None = None) -> list[KataVerdict]:
+    extra = extra or []
+    kata_dirs = sorted({d for p in paths for d in discover(p)})
+    verdicts: dict[str, KataVerdict] = {}
+    runnable: list[Path] = []
+    seen_ids: dict[str, Path] = {}
+    for d in kata_dirs:
+        rel = _rel(d, root)
+        try:
+            m = load_manifest(d)
+        except ManifestError as e:
+            verdicts[rel] = KataVerdict(d.name, rel, [f"invalid manifest: {e}"])
+            continue
+        v = verdicts[rel] = KataVerdict(m.id, rel)
+        if m.id in seen_ids:
+            v.problems.append(f"kata id {m.id!r} is also used by {_rel(seen_ids[m.id], root)}")
+        seen_ids[m.id] = d
+        runnable.append(d)
+    if not runnable:
+        return list(verdicts.values())
+
+    with tempfile.TemporaryDirectory(prefix="kata-verify-") as tmp:
+        solution, sol_out = run_pytest(runnable, root, "solution", extra, Path(tmp))
+        learner, learner_out = run_pytest(runnable, root, "learner", extra, Path(tmp))
+    by_path = {v.path: v for v in verdicts.values()}
+    for name, run, output in (("solution", solution, sol_out), ("learner", learner, learner_out)):
+        if run is None:
+            for d in runnable:
+                by_path[_rel(d, root)].problems.append(
+                    f"the {name} run produced no results:\n{output[-2000:]}"
+                )
+            return list(verdicts.values())
+        for err in run.errors:
+            for d in runnable:
+                if _rel(d, root) in err or d.name in err:
+                    by_path[_rel(d, root)].problems.append(f"{name} run: {err.splitlines()[0]}")
+    _judge_solution(solution, by_path)
+    _judge_learner(learner, by_path)
+    return list(verdicts.values())
+
+
+def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
+    for k in run.katas:
+        v = by_path.get(k.path)
+        if v is None:
+            continue
+        v.problems += [f"reference run: {e.splitlines()[0][:300]}" for e in k.errors]
+        for t in k.tasks:
+            if not t.tests:
+                v.problems.append(f"task {t.id!r}: no test matches its patterns")
+                continue
+            for r in t.tests:
+                if r.outcome in (FAILED, ERROR, NOT_STARTED):
+                    msg = r.message.splitlines()[0][:200] if r.message else r.outcome
+                    v.problems.append(f"task {t.id!r}: reference fails {r.name}: {msg}")
+            if all(r.outcome == SKIPPED for r in t.tests):
+                reasons = "; ".join(t.skip_reasons)
+                v.notes.append(f"task {t.id!r}: not verified here ({reasons})")
+
+
+def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
+    for k in run.katas:
+        v = by_path.get(k.path)
+        if v is None:
+            continue
+        for t in k.tasks:
+            ran = [r for r in t.tests if r.outcome != SKIPPED]
+            if ran and all(r.outcome == PASSED for r in ran):
+                v.problems.append(
+                    f"task {t.id!r}: the stub already passes every test of this task "
+                    f"({', '.join(r.name for r in ran)[:200]})"
+                )
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path)
