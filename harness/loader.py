@@ -8,6 +8,7 @@ have ``allocator.py`` never collide, in one process or under xdist, and ``sys.pa
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.machinery
 import re
@@ -35,7 +36,9 @@ def solution_dir(kata_dir: Path) -> Path | None:
 
 
 def _package_name(manifest: Manifest, impl: str) -> str:
-    return f"_kata_p{manifest.phase:02d}_{re.sub(r'[^a-z0-9]', '_', manifest.id)}_{impl}"
+    # The directory's hash keeps two checkouts of one kata apart in one process (pytester runs).
+    tag = hashlib.sha1(str(manifest.dir).encode()).hexdigest()[:8]
+    return f"_kata_p{manifest.phase:02d}_{re.sub(r'[^a-z0-9]', '_', manifest.id)}_{impl}_{tag}"
 
 
 @dataclass

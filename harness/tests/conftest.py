@@ -1,0 +1,153 @@
+"""Fixtures for testing the plugin the way pytest's own plugins are tested: with `pytester`."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+DEMO_MANIFEST = """\
+id = "{id}"
+title = "Demo kata {id}"
+phase = 1
+summary = "adds and multiplies"
+languages = ["python"]
+files = ["calc.py"]
+time_limit = {time_limit}
+
+[[tasks]]
+id = "add"
+title = "Add two numbers"
+points = 10
+tests = ["test_add*"]
+hints = ["use +", "return a + b"]
+
+[[tasks]]
+id = "mul"
+title = "Multiply"
+points = 5
+tests = ["test_mul*"]
+hints = ["use *"]
+
+[[tasks]]
+id = "gpu"
+title = "On the GPU"
+points = 5
+tier = "gpu"
+tests = ["test_gpu*"]
+"""
+
+DEMO_STUB = """\
+from harness import todo
+
+
+def add(a, b):
+    todo("add(a, b)")
+
+
+def mul(a, b):
+    return a + b  # wrong on purpose: a started-but-failing task
+"""
+
+DEMO_SOLUTION = """\
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+"""
+
+DEMO_PUBLIC = """\
+import pytest
+
+
+@pytest.fixture
+def calc(kata):
+    return kata.module("calc")
+
+
+def test_add(calc):
+    assert calc.add(2, 3) == 5
+
+
+def test_mul(calc):
+    assert calc.mul(2, 3) == 6, "2*3 should be 6"
+
+
+def test_gpu(calc):
+    assert calc.mul(1, 1) == 1
+"""
+
+DEMO_HIDDEN = """\
+import pytest
+
+
+@pytest.fixture
+def calc(kata):
+    return kata.module("calc")
+
+
+def test_add_hidden(calc):
+    secret_operand = 41
+    assert calc.add(secret_operand, 1) == 42, "add must work for large numbers too"
+
+
+def test_mul_hidden(calc):
+    assert calc.mul(7, 6) == 42, "mul(7, 6) should be 42"
+"""
+
+
+class KataRepo:
+    """A kata repository laid out in a pytester directory."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.root = Path(pytester.path)
+        (self.root / "pyproject.toml").write_text(
+            '[tool.pytest.ini_options]\naddopts = "--import-mode=importlib -p no:cacheprovider"\n'
+        )
+        (self.root / "conftest.py").write_text('collect_ignore = ["solutions"]\n')
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    def add_demo(self, kata_id: str = "demo", phase_dir: str = "phase01", time_limit: int = 10,
+                 stub: str = DEMO_STUB, solution: str = DEMO_SOLUTION, public: str = DEMO_PUBLIC,
+                 hidden: str | None = DEMO_HIDDEN, manifest: str | None = None) -> Path:  # fmt: skip
+        kata = f"katas/{phase_dir}/{kata_id}"
+        sol = f"solutions/{phase_dir}/{kata_id}"
+        self.write(
+            f"{kata}/kata.toml", manifest or DEMO_MANIFEST.format(id=kata_id, time_limit=time_limit)
+        )
+        self.write(f"{kata}/calc.py", stub)
+        self.write(f"{kata}/tests/test_calc_{kata_id}.py", public)
+        self.write(f"{sol}/calc.py", solution)
+        if hidden is not None:
+            self.write(f"{sol}/tests/test_hidden_{kata_id}.py", hidden)
+        return self.root / kata
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester) -> KataRepo:
+    return KataRepo(pytester)
+
+
+def summary_of(output: str) -> list[str]:
+    """The gpu-katas summary block of a pytest run's output, without the timing line."""
+    lines = output.splitlines()
+    start = next(
+        i for i, line in enumerate(lines) if line.startswith("=") and " gpu-katas " in line
+    )
+    block = []
+    for line in lines[start + 1 :]:
+        if line.startswith("=") or line.startswith("report written"):
+            break
+        block.append(line)
+    return block
