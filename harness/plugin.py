@@ -265,7 +265,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # module scope: usable from hypothesis @given tests
 def kata(request: pytest.FixtureRequest) -> KataContext:
     """The kata this test belongs to: ``kata.module("simt")``, ``kata.source("alloc.c")``."""
     return _context(_state(request.config), request.path)

@@ -1,0 +1,117 @@
+"""The `kata` command, run as learners and instructors run it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+from .conftest import KataRepo
+
+
+def kata(repo: KataRepo, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["--root", str(repo.root), *args])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_list_shows_katas_points_and_tiers(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    code, out = kata(repo, "list", capsys=capsys)
+    assert code == 0
+    assert "demo" in out and "20" in out and "this machine: tiers cpu" in out
+
+
+def test_progress_before_and_after_a_run(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    code, out = kata(repo, "progress", capsys=capsys)
+    assert code == 0 and "no results yet" in out
+    repo.pytester.runpytest("katas")
+    code, out = kata(repo, "progress", capsys=capsys)
+    assert code == 0
+    assert "not started" in out and "total: 0/20 points" in out and "next: add" in out
+
+
+def test_hint_reveals_one_more_each_time_and_remembers(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    _, first = kata(repo, "hint", "demo", "add", capsys=capsys)
+    assert "hint 1/2: use +" in first and "hint 2/2" not in first
+    _, second = kata(repo, "hint", "demo", "add", capsys=capsys)
+    assert "hint 2/2: return a + b" in second and "last hint" in second
+    shown = json.loads((repo.root / ".kata" / "hints.json").read_text())
+    assert shown == {"demo/add": 2}
+    kata(repo, "hint", "demo", "add", "--reset", capsys=capsys)
+    _, again = kata(repo, "hint", "demo", "add", capsys=capsys)
+    assert "hint 2/2" not in again
+
+
+def test_hint_defaults_to_the_next_task_of_the_last_run(repo: KataRepo, capsys) -> None:
+    repo.add_demo(stub="def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a + b\n")
+    repo.pytester.runpytest("katas")
+    _, out = kata(repo, "hint", "demo", capsys=capsys)
+    assert "demo · mul" in out and "use *" in out
+
+
+def test_unknown_kata_and_task_are_usage_errors(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    code, out = kata(repo, "hint", "nope", capsys=capsys)
+    assert code == 2 and "no kata 'nope' (katas: demo)" in out
+    code, out = kata(repo, "hint", "demo", "nope", capsys=capsys)
+    assert code == 2 and "no task 'nope'" in out
+
+
+def test_no_repository_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["--root", str(tmp_path), "list"]) == 2
+    assert "no katas/ directory" in capsys.readouterr().err
+
+
+def test_new_scaffold_passes_verify(repo: KataRepo, capsys) -> None:
+    (repo.root / "katas").mkdir()
+    code, out = kata(repo, "new", "4", "ring-buffer", capsys=capsys)
+    assert code == 0 and "katas/phase04/ring-buffer/kata.toml" in out
+    assert (repo.root / "solutions/phase04/ring-buffer/tests/test_hidden_ring_buffer.py").exists()
+    code, out = kata(repo, "new", "4", "ring-buffer", capsys=capsys)
+    assert code == 2 and "already exists" in out
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 0, out
+    assert "✓ ring-buffer" in out
+
+
+def test_verify_names_kata_and_task_of_a_broken_reference(repo: KataRepo, capsys) -> None:
+    repo.add_demo(
+        solution="def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b + 1\n"
+    )
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1
+    assert "✗ demo" in out and "task 'mul': reference fails test_mul" in out
+
+
+def test_verify_catches_a_stub_that_already_passes(repo: KataRepo, capsys) -> None:
+    repo.add_demo(
+        stub="from harness import todo\ndef add(a, b):\n    return a + b\n\ndef mul(a, b):\n    todo()\n"
+    )
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1
+    assert "task 'add': the stub already passes every test of this task" in out
+
+
+def test_verify_reports_invalid_manifest_and_unassigned_tests(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    repo.write("katas/phase01/demo/tests/test_orphan.py", "def test_orphan():\n    pass\n")
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1 and "test_orphan: belongs to no task" in out
+    repo.add_demo("broken", phase_dir="phase02", manifest='id = "broken"\n')
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1 and "invalid manifest" in out and "phase: is required" in out
+
+
+def test_console_script_is_installed() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "verify" in out.stdout
