@@ -81,6 +81,7 @@ class KataState:
 
 STATE = pytest.StashKey[KataState]()
 ITEM_INFO = pytest.StashKey[KataItemInfo]()
+METRICS = pytest.StashKey[dict[str, Any]]()
 
 
 def _state(config: pytest.Config) -> KataState:
@@ -271,6 +272,14 @@ def kata(request: pytest.FixtureRequest) -> KataContext:
     return _context(_state(request.config), request.path)
 
 
+@pytest.fixture
+def kata_metrics(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Numbers and pictures a test reports: ``kata_metrics["ratio"] = 1.7``,
+    ``kata_metrics["svg"] = "<svg ...>"`` (embedded in the HTML report). Plain JSON values only:
+    they travel from xdist workers to the controller's results."""
+    return request.node.stash.setdefault(METRICS, {})
+
+
 # --------------------------------------------------------------------------- running
 class KataTimeout(Exception):
     """The test ran past its kata's per-test time limit."""
@@ -361,6 +370,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return report
     props: dict[str, Any] = {"kata": info.manifest.id, "task": info.task.id if info.task else None}
     props["hidden"] = info.hidden
+    if item.stash.get(METRICS, None):
+        props["metrics"] = item.stash[METRICS]
     if report.skipped and info.skip_reason:
         props["tier_skip"] = True
         props["skip_reason"] = info.skip_reason
