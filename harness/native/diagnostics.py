@@ -12,9 +12,12 @@ from pathlib import Path
 
 __all__ = ["relativise", "trim_compiler_output", "trim_sanitizer_report"]
 
+# gcc/clang: "file.c:3:14: error: ..."; nvcc's front end: "file.cu(3): error: ...".
 _HEAD = re.compile(
-    r"^(?P<loc>[^\s:][^:]*:\d+(?::\d+)?): (?P<kind>fatal error|error|warning|note): (?P<msg>.*)$"
+    r"^(?P<loc>[^\s:][^:]*:\d+(?::\d+)?|[^\s(][^(]*\(\d+\)): "
+    r"(?P<kind>fatal error|catastrophic error|error|warning|note|remark)(?: #[\w-]+)?: (?P<msg>.*)$"
 )
+_ERROR_KINDS = ("error", "fatal error", "catastrophic error")
 _CONTEXT = re.compile(
     r"^(In file included from |\s+from |[^\s:][^:]*: (In|At) (function|member function|"
     r"instantiation|global scope|top level|constructor|destructor|static member)|"
@@ -79,7 +82,7 @@ def trim_compiler_output(
     their relevant lines."""
     text = relativise(text, root)
     diags, misc = _parse(text)
-    errors = [d for d in diags if d.kind in ("error", "fatal error")]
+    errors = [d for d in diags if d.kind in _ERROR_KINDS]
     out: list[str] = []
     if errors:
         shown = 0
