@@ -1,0 +1,25 @@
+"""Every kata in this repository holds its promises (`kata verify`, one kata per test so that
+xdist spreads them): the manifest is valid, the reference passes every public and hidden test,
+and the stubs fail at least one test of every task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.manifest import discover
+from harness.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+KATAS = discover(ROOT) if (ROOT / "katas").is_dir() else []
+
+
+def test_the_repository_has_katas() -> None:
+    assert KATAS, f"no katas found under {ROOT / 'katas'}"
+
+
+@pytest.mark.parametrize("kata_dir", KATAS, ids=[str(k.relative_to(ROOT / "katas")) for k in KATAS])
+def test_kata_verifies(kata_dir: Path) -> None:
+    (verdict,) = verify([kata_dir], ROOT)
+    assert verdict.ok, f"kata verify {verdict.path}:\n  " + "\n  ".join(verdict.problems)
