@@ -405,3 +405,42 @@ def test_build_module_counts_across_caches(tmp_path, kata_dir):
     native.build_shared_library([kata_dir / "vec.c"], cache=ArtefactCache(tmp_path / "a"))
     native.build_shared_library([kata_dir / "vec.c"], cache=ArtefactCache(tmp_path / "b"))
     assert build_mod.compile_count() == before + 2
+
+
+C_MANIFEST = """\
+id = "vec"
+title = "Vector sums in C"
+phase = 1
+summary = "sums"
+languages = ["c"]
+files = ["vec.c"]
+time_limit = 30
+
+[[tasks]]
+id = "sum"
+title = "Sum"
+points = 10
+tests = ["test_sum*"]
+"""
+
+C_KATA_TEST = """
+def test_sum(native):
+    lib = native("vec.c", header="vec.h")
+    assert lib.vec_sum(lib.ffi.new("int32_t[]", [1, 2, 3]), 3) == 6
+"""
+
+
+def test_native_fixture_with_the_kata_plugin(repo, cache_dir):
+    """Through the real plugin: `native` resolves files with the `kata` fixture, so
+    --kata-impl=solution builds the reference (which includes the kata's header)."""
+    kata = "katas/phase01/vec"
+    repo.write(f"{kata}/kata.toml", C_MANIFEST)
+    repo.write(f"{kata}/vec.h", VEC_H)
+    repo.write(f"{kata}/vec.c", '#include "vec.h"\nint64_t vec_sum(const int32_t *xs, size_t n)'
+               " { (void)xs; (void)n; return 0; }\n")  # fmt: skip
+    repo.write(f"{kata}/tests/test_vec.py", C_KATA_TEST)
+    repo.write("solutions/phase01/vec/vec.c", VEC_C)
+    learner = repo.pytester.runpytest_subprocess("katas")
+    learner.assert_outcomes(failed=1)
+    solution = repo.pytester.runpytest_subprocess("katas", "--kata-impl=solution")
+    solution.assert_outcomes(passed=1)
