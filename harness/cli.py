@@ -218,6 +218,45 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _snapshot(paths: list[Path]) -> dict[Path, int]:
+    """mtimes of the files a learner edits (sources and tests), to notice a save."""
+    seen: dict[Path, int] = {}
+    for base in paths:
+        for p in base.rglob("*") if base.is_dir() else [base]:
+            if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith("."):
+                seen[p] = p.stat().st_mtime_ns
+    return seen
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Re-run the tests of a kata (or phase) each time a file in it is saved (rustlings-style)."""
+    import subprocess
+    import time
+
+    root = find_root(args.root)
+    if args.path is None:
+        paths = [root / "katas"]
+    elif (root / args.path).exists() or Path(args.path).exists():
+        paths = [Path(args.path).resolve() if Path(args.path).exists() else root / args.path]
+    else:
+        paths = [_find_kata(root, args.path).dir]
+    cmd = [sys.executable, "-m", "pytest", *map(str, paths), "-q", *args.pytest_args]
+    runs = 0
+    while True:
+        say(f"--- kata watch: {' '.join(str(p.relative_to(root)) for p in paths)} "
+            "(Ctrl-C to stop)", bold=True)  # fmt: skip
+        subprocess.run(cmd, cwd=root)
+        runs += 1
+        if args.once or (args.max_runs and runs >= args.max_runs):
+            return EXIT_OK
+        before = _snapshot(paths)
+        try:
+            while _snapshot(paths) == before:
+                time.sleep(args.interval)
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+
 def _delegate(module: str, argv: list[str]) -> int:
     import importlib
 
@@ -241,6 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("task", nargs="?", help="default: the kata's next task")
     s.add_argument("--reset", action="store_true", help="hide this task's hints again")
     s.set_defaults(func=cmd_hint)
+    s = sub.add_parser("watch", help="re-run a kata's tests whenever you save a file")
+    s.add_argument("path", nargs="?", help="a kata id, or a path (default: all katas)")
+    s.add_argument("--interval", type=float, default=0.5, help="seconds between checks")
+    s.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
+    s.add_argument("--max-runs", type=int, default=0, help=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_watch, pytest_args=[])  # extra pytest arguments go after `--`
     s = sub.add_parser("new", help="scaffold a kata (instructors)")
     s.add_argument("phase", type=int)
     s.add_argument("name")
@@ -262,7 +307,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "watch" in argv and "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    if extra:
+        args.pytest_args = extra
     try:
         return args.func(args)
     except CliError as e:

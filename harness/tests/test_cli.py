@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,26 @@ def test_console_script_is_installed() -> None:
         [sys.executable, "-m", "harness.cli", "--help"], capture_output=True, text=True
     )
     assert out.returncode == 0 and "verify" in out.stdout
+
+
+def test_watch_reruns_after_a_save(repo: KataRepo) -> None:
+    import threading
+    import time
+
+    repo.add_demo()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "--root", str(repo.root), "watch", "demo",
+         "--interval", "0.1", "--max-runs", "2", "--", "-p", "no:xdist"],
+        cwd=repo.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+    def save_later() -> None:
+        time.sleep(4)
+        stub = repo.root / "katas/phase01/demo/calc.py"
+        stub.write_text(stub.read_text().replace('todo("add(a, b)")', "return a + b"))
+
+    threading.Thread(target=save_later, daemon=True).start()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert out.count("--- kata watch") == 2
+    assert re.search(r"add\s+0/10", out) and re.search(r"add\s+10/10", out), out
