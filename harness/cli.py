@@ -245,11 +245,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
     while True:
         say(f"--- kata watch: {' '.join(str(p.relative_to(root)) for p in paths)} "
             "(Ctrl-C to stop)", bold=True)  # fmt: skip
+        before = _snapshot(paths)  # taken before the run, so a save during it counts too
         subprocess.run(cmd, cwd=root)
         runs += 1
         if args.once or (args.max_runs and runs >= args.max_runs):
             return EXIT_OK
-        before = _snapshot(paths)
         try:
             while _snapshot(paths) == before:
                 time.sleep(args.interval)
