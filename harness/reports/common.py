@@ -1,0 +1,164 @@
+"""The view every writer shares: one row per test with its points, status and learner text.
+
+Writers differ only in shape, so what a row *says* is decided here once: the per-test points
+(the test's share of its task, :attr:`TaskResult.shares`), the learner-facing text, and the
+rule that hidden tests never show source. A task none of whose tests ran gets a placeholder
+row holding its points, so every format's test points add up to the terminal total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..results import (
+    ERROR,
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    SKIPPED,
+    KataResult,
+    RunResult,
+    TaskResult,
+    TestRecord,
+    split_nodeid,
+)
+
+NOT_RUN = "not_run"  # the outcome of a placeholder row
+
+
+@dataclass
+class Row:
+    kata: KataResult
+    task: TaskResult
+    record: TestRecord | None  # None: the task's placeholder row (none of its tests ran)
+    max_points: float
+    number: str  # "kata.task.test", 1-based, for graders that order by it
+
+    @property
+    def outcome(self) -> str:
+        return self.record.outcome if self.record else NOT_RUN
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == PASSED
+
+    @property
+    def score(self) -> float:
+        return self.max_points if self.ok else 0.0
+
+    @property
+    def hidden(self) -> bool:
+        return bool(self.record and self.record.hidden)
+
+    @property
+    def test_name(self) -> str:
+        return self.record.name if self.record else "(no test ran)"
+
+    @property
+    def name(self) -> str:
+        """`simt › warps › test_add[3]`; hidden tests say so instead of naming their file."""
+        tag = " (hidden)" if self.hidden else ""
+        return f"{self.kata.id} › {self.task.id} › {self.test_name}{tag}"
+
+    @property
+    def filename(self) -> str:
+        """The public test file, relative to the root; empty for hidden tests."""
+        if self.record is None or self.hidden:
+            return ""
+        return split_nodeid(self.record.nodeid)[0]
+
+    @property
+    def hint(self) -> str:
+        """The task's first hint, shown with a failure (as the terminal does)."""
+        failing = self.outcome in (FAILED, ERROR, NOT_STARTED)
+        return self.task.hints[0] if failing and self.task.hints else ""
+
+    @property
+    def message(self) -> str:
+        """One learner-facing line or paragraph: why this test did not pass."""
+        r = self.record
+        if r is None:
+            return "not run: no test of this task was selected in this run"
+        if r.outcome == PASSED:
+            return ""
+        if r.outcome == SKIPPED:
+            return f"skipped: {r.skip_reason}" if r.skip_reason else "skipped"
+        return r.message or ("a hidden test failed" if r.hidden else "failed")
+
+    @property
+    def source(self) -> str:
+        """The failing lines of a public test, never of a hidden one."""
+        if self.record is None or self.hidden or self.ok:
+            return ""
+        return self.record.source
+
+    @property
+    def output(self) -> str:
+        """What a failing public test printed."""
+        if self.record is None or self.hidden:
+            return ""
+        return self.record.output
+
+    def text(self, limit: int = 4000, output: bool = True) -> str:
+        """Message, source lines, hint and output as plain text, for graders' `output` fields."""
+        parts = [self.message]
+        if self.source:
+            where = f"{self.filename}:{self.record.line}" if self.record.line else self.filename
+            parts.append(f"{where}\n{self.source}")
+        if self.hint:
+            parts.append(f"Hint: {self.hint}")
+        if output and self.output:
+            parts.append(f"Output:\n{self.output}")
+        return cap("\n\n".join(p for p in parts if p), limit)
+
+
+def rows(result: RunResult) -> Iterator[Row]:
+    """Every test of the run, kata by kata and task by task, with its points."""
+    for ki, kata in enumerate(result.katas, 1):
+        for ti, task in enumerate(kata.tasks, 1):
+            if not task.tests:
+                yield Row(kata, task, None, float(task.points), f"{ki}.{ti}.1")
+                continue
+            for i, (record, share) in enumerate(zip(task.tests, task.shares, strict=True), 1):
+                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}")
+
+
+def kata_rows(result: RunResult, kata: KataResult) -> list[Row]:
+    return [r for r in rows(result) if r.kata is kata]
+
+
+def errors(result: RunResult) -> list[str]:
+    """Everything that kept the run from being a clean grade: run and kata errors."""
+    out = list(result.errors)
+    for kata in result.katas:
+        out += [f"{kata.id}: {e}" for e in kata.errors]
+    return out
+
+
+def error_summary(result: RunResult, limit: int = 2000) -> str:
+    errs = errors(result)
+    if not errs:
+        return ""
+    head = f"{len(errs)} error(s) while grading" if len(errs) > 1 else "an error while grading"
+    return cap(head + ":\n" + "\n".join(f"- {e}" for e in errs), limit)
+
+
+def cap(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, with a note saying so."""
+    if len(text) <= limit:
+        return text
+    note = "\n[... truncated]"
+    return text[: max(0, limit - len(note))] + note
+
+
+def fmt_points(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
+
+
+def rel_path(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,248 @@
+"""The HTML report: one self-contained page a learner or instructor reads in a browser.
+
+Rendered with jinja2 from the template files in ``harness/templates/report/`` (``report.html.j2``
+and the ``style.css`` it inlines). Self-contained on purpose: the CSS is inline, pictures are
+``data:`` URIs, and there are no scripts, web fonts or links to fetch, so the file works when
+mailed, attached to a CI run, or opened with networking off.
+
+What it shows: an overview (points per phase and kata), then per kata each task's status and
+points, its tests with durations, for a failing public test the assertion and the test's source
+lines around the failing one, the task's first hint, skipped-for-tier notes, budget ratios as
+small SVG bar charts, and pictures tests provide. Pictures come from ``kata_metrics``: ``svg``
+(markup) or ``artifact`` (a file under ``.kata/artifacts/``); see :mod:`.charts` for the keys.
+
+Hidden tests show their message only: no source lines, no file, no captured output.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from ..results import (
+    ERROR,
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    SKIPPED,
+    TASK_FAILING,
+    TASK_NOT_RUN,
+    TASK_NOT_STARTED,
+    TASK_PASSED,
+    TASK_SKIPPED,
+    RunResult,
+)
+from . import ReportOptions
+from .charts import Image, artefact_images, budget, budget_chart, numbers
+from .common import NOT_RUN, Row, errors, fmt_points, kata_rows
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "report"
+
+# CSS class and label of each test outcome and task status.
+_OUTCOME = {
+    PASSED: ("pass", "passed"),
+    FAILED: ("fail", "failed"),
+    ERROR: ("fail", "error"),
+    NOT_STARTED: ("todo", "not started"),
+    SKIPPED: ("skip", "skipped"),
+    NOT_RUN: ("none", "not run"),
+}
+_TASK = {
+    TASK_PASSED: "pass",
+    TASK_FAILING: "fail",
+    TASK_NOT_STARTED: "todo",
+    TASK_SKIPPED: "skip",
+    TASK_NOT_RUN: "none",
+}
+
+
+@dataclass
+class SourceLine:
+    number: int | None
+    text: str
+    failing: bool = False
+
+
+@dataclass
+class TestView:
+    name: str
+    hidden: bool
+    css: str
+    label: str
+    points: str
+    duration: str
+    message: str
+    location: str
+    source: list[SourceLine]
+    output: str
+    chart: Markup | None
+    numbers: list[tuple[str, str]]
+    images: list[Image] = field(default_factory=list)
+
+    @property
+    def plain(self) -> bool:
+        quiet = self.css == "pass" or (self.css == "skip" and not self.hidden)
+        return quiet and not (self.chart or self.numbers or self.images)
+
+
+def _source_lines(row: Row, root: Path) -> list[SourceLine]:
+    """The failing test's lines with numbers, read from the public test file when it still
+    matches what the run saw; else the lines the run kept, unnumbered."""
+    if not row.source:
+        return []
+    kept = row.source.splitlines()
+    line = row.record.line if row.record else None
+    path = (root / row.filename).resolve() if row.filename else None
+    if line and path and path.is_relative_to(root.resolve()) and path.is_file():
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            lines = []
+        # Where the kept window sits in the file: it must cover the failing line.
+        for start in range(max(1, line - len(kept) + 1), line + 1):
+            if lines[start - 1 : start - 1 + len(kept)] == kept:
+                return [SourceLine(start + i, t, start + i == line) for i, t in enumerate(kept)]
+    return [SourceLine(None, text) for text in kept]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 0.001:
+        return "<1 ms"
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def _test_view(row: Row, options: ReportOptions) -> TestView:
+    css, label = _OUTCOME[row.outcome]
+    record = row.record
+    chart = None
+    images: list[Image] = []
+    nums: list[tuple[str, str]] = []
+    if record is not None:
+        b = budget(record.metrics)
+        if b is not None:
+            unit = str(record.metrics.get("unit", "× reference"))
+            chart = Markup(budget_chart(*b, unit=unit))  # noqa: S704 - drawn here, text escaped
+        images = artefact_images(record, options.artifacts_dir)
+        nums = [
+            (k, v) for k, v in numbers(record.metrics) if b is None or k not in ("ratio", "budget")
+        ]
+    location = ""
+    if row.filename and record and record.line:
+        location = f"{row.filename}:{record.line}"
+    return TestView(
+        name=row.test_name,
+        hidden=row.hidden,
+        css=css,
+        label=label,
+        points=f"{fmt_points(row.score)}/{fmt_points(row.max_points)}",
+        duration=_duration(record.duration) if record else "",
+        message="" if row.ok else row.message,
+        location=location,
+        source=_source_lines(row, options.root),
+        output=row.output,
+        chart=chart,
+        numbers=nums,
+        images=images,
+    )
+
+
+def _pct(earned: float, points: float) -> float:
+    return round(100 * earned / points, 1) if points else 0.0
+
+
+def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
+    """Everything the template shows, as plain values (the template holds no logic of ours)."""
+    katas = []
+    for kata in result.katas:
+        by_task: dict[str, list[TestView]] = {}
+        for row in kata_rows(result, kata):
+            if row.record is not None:
+                by_task.setdefault(row.task.id, []).append(_test_view(row, options))
+        tasks = [
+            {
+                "id": t.id,
+                "title": t.title,
+                "status": t.status,
+                "css": _TASK[t.status],
+                "earned": fmt_points(t.earned),
+                "points": t.points,
+                "pct": _pct(t.earned, t.points),
+                "hint": t.hints[0]
+                if t.hints and t.status in (TASK_FAILING, TASK_NOT_STARTED)
+                else "",
+                "more_hints": max(0, len(t.hints) - 1),
+                "skip_reasons": t.skip_reasons,
+                "tests": by_task.get(t.id, []),
+                # Passing tests with nothing more to show fit on one line of chips.
+                "plain": [v for v in by_task.get(t.id, []) if v.plain],
+                "detailed": [v for v in by_task.get(t.id, []) if not v.plain],
+                "passed": sum(r.ok for r in t.tests),
+            }
+            for t in kata.tasks
+        ]
+        nxt = kata.next_task
+        katas.append(
+            {
+                "id": kata.id,
+                "title": kata.title,
+                "phase": kata.phase,
+                "path": kata.path,
+                "status": kata.status,
+                "earned": fmt_points(kata.earned),
+                "points": kata.points,
+                "pct": _pct(kata.earned, kata.points),
+                "errors": kata.errors,
+                "next": f"{nxt.id} — {nxt.title}" if nxt else "",
+                "tasks": tasks,
+            }
+        )
+    phases: dict[int, dict[str, Any]] = {}
+    for kata, k in zip(result.katas, katas, strict=True):
+        p = phases.setdefault(kata.phase, {"phase": kata.phase, "katas": [], "e": 0.0, "p": 0})
+        p["katas"].append(k)
+        p["e"] += kata.earned
+        p["p"] += kata.points
+    for p in phases.values():
+        p["earned"], p["points"], p["pct"] = (
+            fmt_points(round(p["e"], 2)),
+            p["p"],
+            _pct(p["e"], p["p"]),
+        )
+    return {
+        "title": "gpu-katas report",
+        "generated": time.strftime("%Y-%m-%d %H:%M", time.localtime(result.started or time.time())),
+        "impl": result.impl,
+        "tiers": ", ".join(result.tiers) or "cpu",
+        "duration": _duration(result.duration),
+        "status": result.status,
+        "earned": fmt_points(result.earned),
+        "points": result.points,
+        "pct": _pct(result.earned, result.points),
+        "phases": [phases[k] for k in sorted(phases)],
+        "katas": katas,
+        "run_errors": result.errors,
+        "error_count": len(errors(result)),
+    }
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,  # a typo in the template is an error, not a blank
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(result: RunResult, options: ReportOptions) -> str:
+    return environment().get_template("report.html.j2").render(**context(result, options))
+
+
+def write(result: RunResult, path: Path, options: ReportOptions) -> None:
+    path.write_text(render(result, options), encoding="utf-8")
