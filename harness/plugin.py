@@ -15,6 +15,7 @@ Each hook has one job; the machinery lives in its own module:
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 from dataclasses import dataclass, field
@@ -116,9 +117,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="FORMAT:PATH",
-        help="write a report (json, ...); may be given several times",
+        help="write a report: json, html, markdown, gradescope, prairielearn, exercism, github, "
+        "junit; may be given several times",
     )
     g.addoption("--kata-results-dir", default=None, help="where results are kept (default .kata/)")
+    from .reports import add_report_options
+
+    add_report_options(g)
     g.addoption("--kata-no-timeout", action="store_true", help="disable per-test time limits")
     g.addoption(
         "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
@@ -421,11 +426,25 @@ def _outcome(report: pytest.TestReport, props: dict[str, Any] | None) -> str:
     return FAILED if report.when == "call" else ERROR
 
 
+# xdist's synthetic report for a test whose worker died: "worker 'gw0' crashed while running ..."
+_CRASH = re.compile(r"worker '?(?P<worker>[\w-]+)'? crashed while running")
+
+
 def _crash_message(report: pytest.TestReport) -> str:
     text = str(report.longrepr or "")
-    if "node down" in text or "crashed" in text.lower():
-        return "the test process crashed while running this test: " + text.strip().splitlines()[-1]
+    crash = _CRASH.search(text)
+    if crash:
+        return (
+            f"the test process crashed (worker {crash['worker']} exited unexpectedly) "
+            "while running this test"
+        )
     return text.strip().splitlines()[-1][:2000] if text.strip() else "failed"
+
+
+def _captured(report: pytest.TestReport) -> str:
+    """What the test printed, for graders' per-test output; capped so reports stay small."""
+    text = report.capstdout + report.capstderr
+    return text if len(text) <= 2000 else text[:2000] + "\n[... output truncated]"
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -451,8 +470,14 @@ class ResultCollector:
         props = _props(report) or {}
         outcome = _outcome(report, props)
         message = props.get("message", "")
+        crashed = not props and _CRASH.search(str(report.longrepr or "")) is not None
         if not message and outcome in (FAILED, ERROR):
             message = _crash_message(report)
+        if crashed:
+            # The test errored (no points) and the kata is marked as errored, as graders expect.
+            name = report.nodeid.rsplit("::", 1)[-1]
+            self.builder.add_collect_error(report.nodeid, f"{name}: {message}")
+        hidden = bool(props.get("hidden")) or report.nodeid.startswith("solutions/")
         record = self.builder.new_record(
             report.nodeid,
             outcome=outcome,
@@ -463,7 +488,8 @@ class ResultCollector:
             metrics=props.get("metrics", {}),
             line=props.get("line"),
             source=props.get("source", ""),
-            hidden=bool(props.get("hidden")),
+            output="" if hidden or report.passed else _captured(report),
+            hidden=hidden,
         )
         if record is not None:
             self.builder.add(record)
@@ -479,12 +505,12 @@ class ResultCollector:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not (self.builder.katas or self.builder.errors):
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
-        from .reports import save_progress, write_report
+        from .reports import report_options, save_progress, write_reports
 
         result = self.state.result = self.builder.build(exit_status=int(exitstatus))
         save_progress(result, self.state.results_dir)
-        for spec in self.state.reports:
-            self.state.written.append(write_report(spec, result, self.state.root))
+        options = report_options(session.config, self.state.results_dir)
+        self.state.written += write_reports(self.state.reports, result, self.state.root, options)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.state.result is not None:

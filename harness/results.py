@@ -46,6 +46,7 @@ class TestRecord:
     metrics: dict[str, Any] = field(default_factory=dict)  # budgets: {"ratio": 1.3, ...}
     line: int | None = None
     source: str = ""  # failing source lines (public tests only)
+    output: str = ""  # captured stdout/stderr of a failing public test, capped
 
     @property
     def ok(self) -> bool:
@@ -61,11 +62,26 @@ class TaskResult:
     tests: list[TestRecord] = field(default_factory=list)
 
     @property
-    def earned(self) -> float:
+    def shares(self) -> list[float]:
+        """Each test's share of the task's points, by weight, in hundredths.
+
+        Rounded on the running total, so the shares add up to `points` exactly and a report that
+        lists per-test points sums to the same total as the terminal summary.
+        """
         total = sum(t.weight for t in self.tests)
         if not total:
-            return 0.0
-        return round(self.points * sum(t.weight for t in self.tests if t.ok) / total, 2)
+            return [0.0] * len(self.tests)
+        out, running, edge = [], 0.0, 0
+        for t in self.tests:
+            running += t.weight
+            nxt = round(self.points * 100 * running / total)
+            out.append((nxt - edge) / 100)
+            edge = nxt
+        return out
+
+    @property
+    def earned(self) -> float:
+        return round(sum(s for s, t in zip(self.shares, self.tests, strict=True) if t.ok), 2)
 
     @property
     def status(self) -> str:
