@@ -29,7 +29,8 @@ _MARK = {
 
 
 def fmt_points(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+    # Hundredths, as the model keeps them: the graders' files show the same number.
+    return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
 
 
 def task_detail(task: TaskResult) -> str:
