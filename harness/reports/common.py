@@ -24,6 +24,9 @@ from ..results import (
     TestRecord,
     split_nodeid,
 )
+from ..terminal import fmt_points
+
+__all__ = ["NOT_RUN", "Row", "cap", "error_summary", "errors", "fmt_points", "kata_rows", "rows"]
 
 NOT_RUN = "not_run"  # the outcome of a placeholder row
 
@@ -151,10 +154,6 @@ def cap(text: str, limit: int) -> str:
         return text
     note = "\n[... truncated]"
     return text[: max(0, limit - len(note))] + note
-
-
-def fmt_points(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
 
 
 def rel_path(path: Path, root: Path) -> str:

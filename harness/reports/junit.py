@@ -85,19 +85,22 @@ def build(result: RunResult) -> ET.Element:
             counts[_case(suite, row)] += 1
             elapsed += row.record.duration if row.record else 0.0
         for err in kata.errors:
-            case = ET.SubElement(suite, "testcase", classname=kata.id, name="kata error", time="0")
-            ET.SubElement(case, "error", message=err.splitlines()[0][:300]).text = err
+            _error_case(suite, kata.id, "kata error", err)
             counts["error"] += 1
         _totals(suite, counts, elapsed, stamp)
     if result.errors:
         suite = ET.SubElement(root, "testsuite", name="gpu-katas")
         for err in result.errors:
-            case = ET.SubElement(
-                suite, "testcase", classname="gpu-katas", name="collection", time="0"
-            )
-            ET.SubElement(case, "error", message=err.splitlines()[0][:300]).text = err
+            _error_case(suite, "gpu-katas", "collection", err)
         _totals(suite, {"error": len(result.errors)}, 0.0, stamp)
     return root
+
+
+def _error_case(suite: ET.Element, classname: str, name: str, error: str) -> None:
+    """An error outside any test (collection, a crashed process): worth no points."""
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0.000")
+    _props(case, {"points": "0", "score": "0"})
+    ET.SubElement(case, "error", message=error.splitlines()[0][:300]).text = error
 
 
 def _totals(suite: ET.Element, counts: dict[str, int], elapsed: float, stamp: str) -> None:
