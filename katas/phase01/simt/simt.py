@@ -165,8 +165,9 @@ class Warp:
         todo("Warp.step: issue program[top.pc] for the lanes in top.mask")
 
     def run(self, max_steps: int = 10_000) -> Result:
-        """Step until every lane has exited; at most `max_steps` issues in all.
+        """Step until every lane has exited, and return the Result.
 
-        Raises StepLimitExceeded rather than run more than `max_steps` issues (task 4).
+        At most `max_steps` instructions are issued in all (counting any issued by earlier
+        step() calls); if the warp is still running then, raise StepLimitExceeded (task 4).
         """
         todo("Warp.run: step until done, then build a Result")

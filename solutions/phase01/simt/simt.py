@@ -206,7 +206,11 @@ class Warp:
         return issue
 
     def run(self, max_steps: int = 10_000) -> Result:
-        """Step until every lane has exited; at most `max_steps` issues in all."""
+        """Step until every lane has exited, and return the Result.
+
+        At most `max_steps` instructions are issued in all (counting any issued by earlier
+        step() calls); if the warp is still running then, raise StepLimitExceeded (task 4).
+        """
         while not self.done:
             if len(self.trace) >= max_steps:
                 top = self.stack[-1]

@@ -54,12 +54,12 @@ done:
 COLLATZ_RECONVERGE = {2: 11, 4: 9}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def simt(kata):
     return kata.module("simt")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def isa(kata):
     return kata.module("isa")
 
@@ -184,7 +184,9 @@ def test_lockstep_empty_program(simt):
     warp = simt.Warp("# nothing", width=4)
     assert warp.done, "an empty program has exited before it starts"
     result = warp.run()
-    assert result.trace == [] and result.registers == [dict.fromkeys(warp.registers[0], 0)] * 4
+    assert result.trace == [], "nothing to issue"
+    assert len(result.registers) == 4, "one register file per lane, even with nothing to run"
+    assert all(v == 0 for regs in result.registers for v in regs.values()), "registers start at 0"
 
 
 # --------------------------------------------------------------------------- task 2: divergence
