@@ -131,7 +131,7 @@ def parse(source: str) -> Program:
             labels[name] = len(rows)
         if not text:
             continue
-        op, _, rest = text.partition(" ")
+        op, rest = (re.split(r"\s+", text, maxsplit=1) + [""])[:2]
         op = op.lower()
         if op not in _ARITY:
             raise AsmError(f"line {lineno}: unknown instruction {op!r} (known: {', '.join(OPS)})")

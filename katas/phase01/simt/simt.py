@@ -57,6 +57,9 @@ class Issue(NamedTuple):
     pc: int
     mask: int
 
+    def __repr__(self) -> str:  # masks in hex: 0x55 reads as "the even lanes", 85 does not
+        return f"Issue(pc={self.pc}, mask={self.mask:#x})"
+
 
 class StackEntry(NamedTuple):
     """A group of lanes at `pc` that will rejoin their siblings at `rpc` (reconvergence pc)."""
@@ -64,6 +67,9 @@ class StackEntry(NamedTuple):
     pc: int
     rpc: int
     mask: int
+
+    def __repr__(self) -> str:
+        return f"StackEntry(pc={self.pc}, rpc={self.rpc}, mask={self.mask:#x})"
 
 
 # --------------------------------------------------------------------------- task 3: ipdoms
