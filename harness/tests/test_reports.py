@@ -216,9 +216,7 @@ def mul(a, b):
 
 def test_crashed_workers_still_give_complete_valid_reports(repo: KataRepo) -> None:
     repo.add_demo(stub=CRASHING_STUB, hidden=None)
-    result = repo.pytester.runpytest_subprocess(
-        "katas", "-n", "2", "-p", "no:faulthandler", *report_args()
-    )
+    result = repo.pytester.runpytest_subprocess("katas", "-n", "2", *report_args())
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = repo.root / "out"
     data = validate_all(out)
