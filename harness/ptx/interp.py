@@ -1,0 +1,452 @@
+"""Execute a PTX kernel over a grid, vectorised over all its threads with numpy.
+
+Every thread of the grid is one element of each register array. Scheduling is *min-pc*: each
+step runs the instruction at the smallest pc any live thread is waiting at, for exactly the
+threads waiting there, so divergent branches run one side, then the other, and threads meet
+again at the join (a thread never overtakes another through a backward branch). Blocks are
+independent (no shared memory or barriers), so flattening the grid is exact.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from .memory import GlobalMemory, PtxMemoryError
+from .parser import (
+    TYPE_BITS,
+    Imm,
+    Instruction,
+    Kernel,
+    Module,
+    Neg,
+    PtxError,
+    PtxSyntaxError,
+    PtxUnsupportedError,
+    Reg,
+    Symbol,
+    is_special,
+    parse_module,
+)
+from .values import bits_dtype, dtype_of, imm_value
+
+__all__ = [
+    "Decoder",
+    "LaunchStats",
+    "LoadedModule",
+    "PtxRuntimeError",
+    "State",
+    "load_module",
+    "run_kernel",
+]
+
+Dim3 = tuple[int, int, int]
+MAX_THREADS = 1 << 22
+
+
+class PtxRuntimeError(PtxError):
+    """The kernel did something wrong while running: a bad access, a trap, a runaway loop."""
+
+
+@dataclass
+class LaunchStats:
+    """What one launch executed."""
+
+    issues: int = 0  # instruction issues: one per (pc, group of threads waiting there)
+    thread_instructions: int = 0  # instructions executed, summed over threads
+    opcodes: Counter[str] = field(default_factory=Counter)  # per-thread counts by opcode
+    threads: int = 0
+
+    @property
+    def per_thread(self) -> float:
+        return self.thread_instructions / self.threads if self.threads else 0.0
+
+
+def _dim3(value: int | Sequence[int], what: str) -> Dim3:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not 1 <= len(dims) <= 3 or any(int(d) < 1 for d in dims):
+        raise ValueError(
+            f"{what} must be a positive int or a tuple of 1-3 positive ints: {value!r}"
+        )
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- machine state
+class State:
+    def __init__(self, kernel: Kernel, n: int, mem: GlobalMemory, params: np.ndarray) -> None:
+        self.n = n
+        self.mem = mem
+        self.params = params  # the parameter buffer, bytes
+        self.regs: dict[str, np.ndarray] = {
+            name: np.zeros(n, dtype=bits_dtype(t)) for name, t in kernel.registers.items()
+        }
+        self.special: dict[str, np.ndarray] = {}
+        self.symbols: dict[str, int] = {}
+
+
+def _special_values(grid: Dim3, block: Dim3) -> dict[str, np.ndarray]:
+    nb = block[0] * block[1] * block[2]
+    ng = grid[0] * grid[1] * grid[2]
+    tid = np.arange(nb * ng, dtype=np.int64)
+    local, blk = tid % nb, tid // nb
+    out = {
+        "%tid.x": local % block[0],
+        "%tid.y": (local // block[0]) % block[1],
+        "%tid.z": local // (block[0] * block[1]),
+        "%ctaid.x": blk % grid[0],
+        "%ctaid.y": (blk // grid[0]) % grid[1],
+        "%ctaid.z": blk // (grid[0] * grid[1]),
+        "%laneid": local % 32,
+        "%warpid": local // 32,
+    }
+    values = {k: v.astype(np.uint32) for k, v in out.items()}
+    for axis, i in zip("xyz", range(3), strict=True):
+        values[f"%ntid.{axis}"] = np.full(nb * ng, block[i], dtype=np.uint32)
+        values[f"%nctaid.{axis}"] = np.full(nb * ng, grid[i], dtype=np.uint32)
+    values["%warpsize"] = np.full(nb * ng, 32, dtype=np.uint32)
+    values["%nwarpid"] = np.full(nb * ng, (nb + 31) // 32, dtype=np.uint32)
+    values["%smid"] = np.zeros(nb * ng, dtype=np.uint32)
+    return values
+
+
+# --------------------------------------------------------------------------- decoding
+Reader = Callable[[State], np.ndarray]
+Writer = Callable[[State, np.ndarray, np.ndarray], None]
+Exec = Callable[[State, np.ndarray], None]
+
+
+class Decoder:
+    """Turns each instruction into a closure over pre-parsed operands (done once per kernel)."""
+
+    def __init__(self, kernel: Kernel, module: Module) -> None:
+        self.kernel = kernel
+        self.module = module
+        self.params = {p.name: p for p in kernel.params}
+
+    def error(self, inst: Instruction, message: str) -> PtxSyntaxError:
+        return PtxSyntaxError(inst.line, f"{message}: {inst.text}")
+
+    def reg_type(self, inst: Instruction, name: str) -> str:
+        if is_special(name):
+            return "u32"
+        if name not in self.kernel.registers:
+            raise self.error(inst, f"{name} is not declared (add it to a .reg declaration)")
+        return self.kernel.registers[name]
+
+    def check(self, inst: Instruction, name: str, rtype: str, ptype: str, relaxed: bool) -> None:
+        """PTX operand type rules: .bN registers fit any N-bit type, .uN/.sN fit each other."""
+        if (rtype == "pred") != (ptype == "pred"):
+            raise self.error(inst, f"{name} is .{rtype}, the instruction wants .{ptype}")
+        if rtype == "pred":
+            return
+        rb, pb = TYPE_BITS[rtype], TYPE_BITS[ptype]
+        rk, pk = rtype[0], ptype[0]
+        if rb == pb:
+            if rk == "b" or pk == "b" or rk == pk or (rk in "us" and pk in "us"):
+                return
+        elif relaxed and not (rk == "f" and pk == "f") and (rb > pb or pk != "f"):
+            return
+        raise self.error(inst, f"{name} is .{rtype}, the instruction wants .{ptype}")
+
+    def reader(self, inst: Instruction, op: Any, ptype: str, relaxed: bool = False) -> Reader:
+        if isinstance(op, Imm):
+            try:
+                const = imm_value(op.text, ptype)
+            except (PtxSyntaxError, ValueError) as e:
+                raise self.error(inst, f"bad immediate {op.text} for .{ptype}: {e}") from None
+            return lambda st: const
+        if isinstance(op, Neg):
+            inner = self.reader(inst, op.reg, "pred")
+            return lambda st: ~inner(st)
+        if isinstance(op, Symbol):
+            if op.name in self.module.variables and ptype in ("u64", "b64", "s64"):
+                name = op.name
+                return lambda st: np.array(st.symbols[name], dtype=np.uint64).view(dtype_of(ptype))
+            raise self.error(inst, f"{op.name} cannot be used as a value here")
+        if not isinstance(op, Reg):
+            raise self.error(inst, f"expected a register or immediate, got {op!r}")
+        name = op.name
+        rtype = self.reg_type(inst, name)
+        if is_special(name):
+            if name not in _SPECIAL_OK:
+                raise PtxUnsupportedError(f"line {inst.line}: special register {name}")
+            return _convert_reader(lambda st: st.special[name], "u32", ptype)
+        self.check(inst, name, rtype, ptype, relaxed)
+        return _convert_reader(lambda st: st.regs[name], rtype, ptype)
+
+    def writer(self, inst: Instruction, op: Any, ptype: str, relaxed: bool = False) -> Writer:
+        if not isinstance(op, Reg) or is_special(op.name):
+            raise self.error(inst, f"the destination must be a register, got {op!r}")
+        name = op.name
+        rtype = self.reg_type(inst, name)
+        self.check(inst, name, rtype, ptype, relaxed)
+        to_bits = _to_bits(ptype, rtype)
+
+        def write(st: State, values: np.ndarray, mask: np.ndarray) -> None:
+            np.copyto(st.regs[name], to_bits(values), where=mask)
+
+        return write
+
+    def label(self, inst: Instruction, op: Any) -> int:
+        if not isinstance(op, Symbol) or op.name not in self.kernel.labels:
+            raise self.error(inst, f"branch target {getattr(op, 'name', op)!r} is not a label")
+        return self.kernel.labels[op.name]
+
+
+_SPECIAL_OK = {
+    *(f"%{r}.{a}" for r in ("tid", "ntid", "ctaid", "nctaid") for a in "xyz"),
+    "%laneid", "%warpid", "%nwarpid", "%warpsize", "%smid",
+}  # fmt: skip
+
+
+def _convert_reader(get: Callable[[State], np.ndarray], rtype: str, ptype: str) -> Reader:
+    if rtype == "pred" or ptype == "pred":
+        return get
+    target = dtype_of(ptype)
+    rb, pb = TYPE_BITS[rtype], TYPE_BITS[ptype]
+    if rb == pb:
+        return lambda st: get(st).view(target)
+    if rb > pb:
+        narrow = bits_dtype(ptype)
+        return lambda st: get(st).astype(narrow).view(target)
+    if ptype[0] == "s":
+        signed = np.dtype(f"i{rb // 8}")
+        return lambda st: get(st).view(signed).astype(target)
+    return lambda st: get(st).astype(target)
+
+
+def _to_bits(ptype: str, rtype: str) -> Callable[[np.ndarray], np.ndarray]:
+    if rtype == "pred":
+        return lambda v: np.asarray(v, dtype=np.bool_)
+    src = dtype_of(ptype)
+    rb, pb = TYPE_BITS[rtype], TYPE_BITS[ptype]
+    reg_bits = bits_dtype(rtype)
+    if rb == pb:
+        return lambda v: np.asarray(v, dtype=src).view(reg_bits)
+    if rb < pb:
+        return lambda v: np.asarray(v, dtype=src).view(bits_dtype(ptype)).astype(reg_bits)
+    if ptype[0] == "s":
+        wide = np.dtype(f"i{rb // 8}")
+        return lambda v: np.asarray(v, dtype=src).astype(wide).view(reg_bits)
+    return lambda v: np.asarray(v, dtype=src).view(bits_dtype(ptype)).astype(reg_bits)
+
+
+# --------------------------------------------------------------------------- control flow
+@dataclass(frozen=True)
+class Control:
+    kind: str  # "bra", "exit", "trap"
+    target: int = -1
+
+
+Decoded = Exec | Control
+
+
+def decode(inst: Instruction, dec: Decoder) -> Decoded:
+    base = inst.base
+    if base == "bra":
+        if len(inst.operands) != 1:
+            raise dec.error(inst, "bra takes one label")
+        return Control("bra", dec.label(inst, inst.operands[0]))
+    if base in ("ret", "exit"):
+        return Control("exit")
+    if base == "trap":
+        return Control("trap")
+    handler = ops.HANDLERS.get(base)
+    if handler is None:
+        raise PtxUnsupportedError(
+            f"line {inst.line}: the interpreter does not implement {inst.opcode!r}"
+        )
+    return handler(inst, dec)
+
+
+# --------------------------------------------------------------------------- launching
+class LoadedModule:
+    """A parsed module whose kernels can be launched repeatedly."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self._decoded: dict[str, list[Decoded]] = {}
+
+    @property
+    def kernels(self) -> list[str]:
+        return list(self.module.kernels)
+
+    def kernel(self, name: str | None) -> Kernel:
+        kernels = self.module.kernels
+        if name is None:
+            if len(kernels) != 1:
+                raise KeyError(f"name the kernel: the module has {', '.join(kernels) or 'none'}")
+            return next(iter(kernels.values()))
+        if name not in kernels:
+            raise KeyError(f"no kernel {name!r} in the module; kernels: {', '.join(kernels)}")
+        return kernels[name]
+
+    def decoded(self, kernel: Kernel) -> list[Decoded]:
+        if kernel.name not in self._decoded:
+            dec = Decoder(kernel, self.module)
+            self._decoded[kernel.name] = [decode(i, dec) for i in kernel.instructions]
+        return self._decoded[kernel.name]
+
+    def launch(
+        self,
+        name: str | None,
+        args: Sequence[Any],
+        grid: int | Sequence[int] = 1,
+        block: int | Sequence[int] = 1,
+        *,
+        max_steps: int = 100_000,
+    ) -> LaunchStats:
+        """Run kernel `name` over grid x block threads. numpy arrays in `args` are device
+        buffers: they are updated in place when the kernel returns. Other args are scalars."""
+        kernel = self.kernel(name)
+        program = self.decoded(kernel)
+        g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        n = g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
+        if n > MAX_THREADS:
+            raise ValueError(f"{n} threads: the interpreter runs at most {MAX_THREADS}")
+        if b[0] * b[1] * b[2] > 1024:
+            raise ValueError(f"block {b}: at most 1024 threads per block")
+        mem = GlobalMemory()
+        params, buffers = _pack_params(kernel, args, mem)
+        symbols = {
+            v.name: mem.add(v.name, v.init, readonly=v.space == "const")
+            for v in self.module.variables.values()
+        }
+        mem.seal()
+        st = State(kernel, n, mem, params)
+        st.special = _special_values(g, b)
+        st.symbols = symbols
+        stats = _execute(kernel, program, st, max_steps, g, b)
+        for index, array in buffers:
+            flat = array.reshape(-1).view(np.uint8)
+            flat[:] = np.frombuffer(mem.read(index), dtype=np.uint8)
+        return stats
+
+
+def _pack_params(
+    kernel: Kernel, args: Sequence[Any], mem: GlobalMemory
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    if len(args) != len(kernel.params):
+        raise TypeError(
+            f"{kernel.name} takes {len(kernel.params)} arguments "
+            f"({', '.join('.' + p.type for p in kernel.params)}), got {len(args)}"
+        )
+    buf = np.zeros(max(kernel.param_bytes, 8), dtype=np.uint8)
+    buffers: list[tuple[int, np.ndarray]] = []
+    for i, (p, arg) in enumerate(zip(kernel.params, args, strict=True)):
+        if isinstance(arg, np.ndarray) and arg.ndim > 0:
+            if p.type not in ("u64", "s64", "b64"):
+                raise TypeError(
+                    f"argument {i} ({p.name}) is .{p.type}: pass a scalar, not an array"
+                )
+            if not arg.flags.c_contiguous or not arg.flags.writeable:
+                raise TypeError(
+                    f"argument {i} ({p.name}): arrays must be C-contiguous and writable"
+                )
+            value = mem.add(f"argument {i} ({p.name})", arg)
+            buffers.append((len(mem.buffers) - 1, arg))
+        else:
+            value = arg
+        dt = dtype_of(p.type)
+        try:
+            if dt.kind in "iu":
+                raw = np.array(
+                    int(value) & ((1 << (dt.itemsize * 8)) - 1), dtype=bits_dtype(p.type)
+                )
+            else:
+                raw = np.array(value, dtype=dt)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"argument {i} ({p.name}, .{p.type}): {e}") from None
+        buf[p.offset : p.offset + p.size] = np.frombuffer(raw.tobytes(), dtype=np.uint8)
+    return buf, buffers
+
+
+def _where(k: int, grid: Dim3, block: Dim3) -> str:
+    nb = block[0] * block[1] * block[2]
+    local, blk = k % nb, k // nb
+    t = (local % block[0], (local // block[0]) % block[1], local // (block[0] * block[1]))
+    c = (blk % grid[0], (blk // grid[0]) % grid[1], blk // (grid[0] * grid[1]))
+    return f"thread {t} of block {c}"
+
+
+def _execute(
+    kernel: Kernel, program: list[Decoded], st: State, max_steps: int, g: Dim3, b: Dim3
+) -> LaunchStats:
+    n, end = st.n, len(program)
+    pc = np.zeros(n, dtype=np.int64)
+    stats = LaunchStats(threads=n)
+    insts = kernel.instructions
+    all_true = np.ones(n, dtype=np.bool_)
+    with np.errstate(all="ignore"):
+        while True:
+            live = pc < end
+            if not live.any():
+                break
+            cur = int(pc[live].min())
+            at = pc == cur
+            inst, step = insts[cur], program[cur]
+            count = int(np.count_nonzero(at))
+            stats.issues += 1
+            stats.thread_instructions += count
+            stats.opcodes[inst.opcode] += count
+            if stats.issues > max_steps:
+                raise PtxRuntimeError(
+                    f"{kernel.name}: more than {max_steps} instruction issues (an endless loop?); "
+                    f"line {inst.line}: {inst.text}"
+                )
+            run = at
+            if inst.guard is not None:
+                guard = st.regs.get(inst.guard)
+                if guard is None:
+                    raise PtxSyntaxError(inst.line, f"{inst.guard} is not declared: {inst.text}")
+                run = at & (~guard if inst.guard_negated else guard)
+            if isinstance(step, Control):
+                if step.kind == "bra":
+                    pc[at] += 1
+                    pc[run] = step.target
+                elif step.kind == "exit":
+                    pc[run] = end
+                    pc[at & ~run] += 1
+                elif run.any():
+                    k = int(np.flatnonzero(run)[0])
+                    raise PtxRuntimeError(f"trap in {_where(k, g, b)}, line {inst.line}")
+                else:
+                    pc[at] += 1
+                continue
+            if run.any():
+                try:
+                    step(st, all_true if count == n and run is at else run)
+                except PtxMemoryError as e:
+                    active = np.flatnonzero(run)
+                    k = int(active[e.index]) if 0 <= e.index < active.size else -1
+                    who = _where(k, g, b) if k >= 0 else "a thread"
+                    raise PtxRuntimeError(
+                        f"{kernel.name}: {who}, line {inst.line} ({inst.text}): {e}"
+                    ) from None
+            pc[at] += 1
+    return stats
+
+
+def load_module(ptx: str | Module) -> LoadedModule:
+    """Parse PTX text (or take a parsed Module) for launching."""
+    return LoadedModule(ptx if isinstance(ptx, Module) else parse_module(ptx))
+
+
+def run_kernel(
+    ptx: str | Module | LoadedModule,
+    kernel: str | None,
+    args: Sequence[Any],
+    grid: int | Sequence[int] = 1,
+    block: int | Sequence[int] = 1,
+    *,
+    max_steps: int = 100_000,
+) -> LaunchStats:
+    """Parse `ptx` and run `kernel` over grid x block threads; numpy arrays in `args` are
+    updated in place, as device buffers copied back after the launch would be."""
+    loaded = ptx if isinstance(ptx, LoadedModule) else load_module(ptx)
+    return loaded.launch(kernel, args, grid, block, max_steps=max_steps)
