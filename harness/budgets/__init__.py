@@ -1,0 +1,288 @@
+"""Performance budgets: the learner's implementation against the reference, in the same run.
+
+A pytest plugin loaded by :mod:`harness.plugin`. In a kata test::
+
+    def test_matmul_budget(kata, kata_budget):
+        ref = kata_budget.reference.module("matmul")  # skips when there is no reference
+        mine = kata.module("matmul")
+        kata_budget.compare(mine.matmul, ref.matmul, ratio=2.0, name="matmul", setup=make_inputs)
+
+- :mod:`harness.budgets.measure`: the statistics (interleaved rounds, medians, grey zone);
+- :mod:`harness.budgets.lock`: budget tests run alone, also under xdist;
+- this module: the ``kata_budget`` fixture and marker, ``--kata-no-budgets``, report metrics.
+
+docs/budgets.md is the instructor's guide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.budgets.lock import BudgetLock
+from harness.budgets.measure import CLOCKS, Verdict, compare
+from harness.loader import KataContext, solution_dir
+from harness.plugin import ITEM_INFO, STATE
+
+__all__ = ["KataBudget", "Verdict", "kata_budget"]
+
+MARKER = "kata_budget"
+OFF_REASON = "budgets are off (--kata-no-budgets)"
+_ENTRY_KEYS = {"ratio", "reference", "metric"}
+_IS_BUDGET = pytest.StashKey[bool]()
+_LOCK = pytest.StashKey["BudgetLock | None"]()  # None: no budget test in this session, no locking
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: a performance-budget test (runs alone; skipped by --kata-no-budgets); "
+        "tests using the kata_budget fixture are budget tests already",
+    )
+    config.stash[_LOCK] = None
+
+
+def _off(config: pytest.Config) -> bool:
+    return bool(config.getoption("kata_no_budgets", default=False))
+
+
+def _is_budget_item(item: pytest.Item) -> bool:
+    return (
+        MARKER in getattr(item, "fixturenames", ()) or item.get_closest_marker(MARKER) is not None
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after harness.plugin has found each item's kata
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.stash.get(ITEM_INFO, None) is None or not _is_budget_item(item):
+            continue
+        item.stash[_IS_BUDGET] = True
+        if _off(config):
+            item.add_marker(pytest.mark.skip(reason=OFF_REASON))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Lock only when a budget test will run: other sessions pay nothing. Every xdist worker
+    # collects the same items, so all of them agree on this.
+    config = session.config
+    if _off(config) or not any(i.stash.get(_IS_BUDGET, False) for i in session.items):
+        return
+    config.stash[_LOCK] = BudgetLock(Path(config.stash[STATE].results_dir))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator:
+    # The whole protocol (setup, call, teardown) sits inside the lock: a module fixture set up or
+    # torn down by a neighbour's test must not run beside a budget measurement either.
+    lock = item.config.stash.get(_LOCK, None)
+    if (
+        lock is None
+        or item.stash.get(ITEM_INFO, None) is None
+        or any(m.name == "skip" for m in item.iter_markers())  # skipped at once: nothing to guard
+    ):
+        return (yield)
+    with lock.exclusive() if item.stash.get(_IS_BUDGET, False) else lock.shared():
+        return (yield)
+
+
+# --------------------------------------------------------------------------- the fixture
+class KataBudget:
+    """What the ``kata_budget`` fixture gives a test: the reference, and `compare`."""
+
+    def __init__(
+        self,
+        kata: KataContext,
+        metrics: dict[str, Any],
+        deadline_s: float,
+        sanitize: tuple[str, ...] = (),
+    ) -> None:
+        self.kata = kata
+        self.metrics = metrics
+        self.deadline_s = deadline_s
+        self.sanitize = sanitize
+        self.verdicts: list[Verdict] = []
+
+    # ------------------------------------------------------------------ the reference
+    @property
+    def reference_available(self) -> bool:
+        """Whether this checkout holds the reference (a solutions/ mirror of the kata)."""
+        return self.kata.impl == "solution" or solution_dir(self.kata.dir) is not None
+
+    @property
+    def reference(self) -> KataContext:
+        """The reference implementation, whatever ``--kata-impl`` says; skips the test when the
+        checkout has none (a learner's repository)."""
+        __tracebackhide__ = True
+        if not self.reference_available:
+            pytest.skip(_no_reference_reason(self.kata))
+        return KataContext(self.kata.dir, self.kata.manifest, "solution")
+
+    @property
+    def reference_native(self) -> Any:
+        """A `native` builder over the reference's sources: ``.executable("sum.c", ...)``."""
+        from harness.native.fixtures import NativeBuilder
+
+        ref = self.reference
+        return NativeBuilder(ref.source, ref.search_path, self.sanitize)
+
+    # ------------------------------------------------------------------ comparisons
+    def compare(
+        self,
+        candidate: Callable[..., Any],
+        reference: Callable[..., Any] | None,
+        *,
+        name: str,
+        ratio: float | None = None,
+        setup: Callable[..., Any] | None = None,
+        check: Callable[..., Any] | None = None,
+        metric: str = "time",
+        cost: Callable[[Any], float] | None = None,
+        **settings: Any,
+    ) -> Verdict:
+        """Fail the test unless `candidate` (the learner's) stays within `ratio` x `reference`.
+
+        Every call gets fresh inputs: ``setup()`` or ``setup(seed)`` returns the arguments (a
+        tuple, or one value). ``check(result, *args)`` rechecks each measured learner result.
+        `metric`: "time" (wall clock), "cpu" (process CPU time), or a counted metric's name
+        ("cycles", ...): then each call returns its cost, or ``cost(result)`` does.
+        `reference=None` uses the reference cost recorded in kata.toml (``[budgets.<name>]``
+        ``reference = ...``, counted metrics only). kata.toml's ``[budgets.<name>] ratio``
+        overrides `ratio`. Other keywords go to :func:`harness.budgets.measure.compare`.
+        """
+        __tracebackhide__ = True
+        entry = self._entry(name)
+        limit = entry.get("ratio", ratio)
+        if limit is None:
+            raise TypeError(f"budget {name!r}: give ratio= or set [budgets.{name}] ratio")
+        recorded = None
+        if reference is None:
+            recorded = entry.get("reference")
+            if metric in CLOCKS or recorded is None or entry.get("metric", metric) != metric:
+                pytest.skip(_no_reference_reason(self.kata, name, metric))
+        settings.setdefault("deadline_s", self.deadline_s)
+        verdict = compare(
+            candidate,
+            reference,
+            ratio=float(limit),
+            name=name,
+            setup=setup,
+            check=check,
+            metric=metric,
+            cost=cost,
+            recorded=recorded,
+            **settings,
+        )
+        self._record(verdict)
+        if not verdict.passed:
+            pytest.fail(verdict.message(settings.get("suspicious", 100.0)), pytrace=False)
+        return verdict
+
+    def instructions(
+        self, program: Any, *args: str, function: str | None = None, stdin: str | None = None
+    ) -> int:
+        """Callgrind's instruction count (deterministic) of running `program` (a BuildResult
+        from ``native.executable`` or a path) with `args`; `function` counts only inside it."""
+        __tracebackhide__ = True
+        from harness.native.callgrind import CallgrindError, instruction_count
+        from harness.toolchain import ToolNotFoundError
+
+        try:
+            return instruction_count(program, *args, function=function, stdin=stdin)
+        except ToolNotFoundError as e:
+            pytest.skip(f"instruction-count budgets need valgrind: {e}")
+        except CallgrindError as e:
+            pytest.fail(f"the program failed under callgrind: {e}", pytrace=False)
+
+    def compare_instructions(
+        self,
+        mine: Any,
+        reference: Any | None,
+        *args: str,
+        name: str,
+        ratio: float | None = None,
+        function: str | None = None,
+        stdin: str | None = None,
+    ) -> Verdict:
+        """The instruction count of the learner's program over the reference's: one run each
+        (the count repeats exactly). `reference=None` uses ``[budgets.<name>] reference``."""
+        __tracebackhide__ = True
+        count = lambda program: (
+            lambda: self.instructions(program, *args, function=function, stdin=stdin)
+        )
+        return self.compare(
+            count(mine),
+            None if reference is None else count(reference),
+            name=name,
+            ratio=ratio,
+            metric="instructions",
+            rounds=1,
+        )
+
+    # ------------------------------------------------------------------ internals
+    def _entry(self, name: str) -> dict[str, Any]:
+        """kata.toml's ``[budgets]`` entry for `name`: ``name = 2.0`` or a table."""
+        __tracebackhide__ = True
+        raw = self.kata.manifest.budgets.get(name, {})
+        where = f"{self.kata.manifest.path}: budgets.{name}"
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            raw = {"ratio": raw}
+        if not isinstance(raw, dict) or set(raw) - _ENTRY_KEYS:
+            pytest.fail(
+                f"{where}: must be a ratio or a table of {', '.join(sorted(_ENTRY_KEYS))}",
+                pytrace=False,
+            )
+        for key in ("ratio", "reference"):
+            value = raw.get(key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                pytest.fail(
+                    f"{where}.{key}: must be a positive number, got {value!r}", pytrace=False
+                )
+        return raw
+
+    def _record(self, verdict: Verdict) -> None:
+        # All comparisons under "budgets"; the worst one also as ratio/budget/unit, the keys the
+        # reports draw as a chart.
+        self.verdicts.append(verdict)
+        self.metrics.setdefault("budgets", []).append(verdict.as_metrics())
+        worst = max(self.verdicts, key=lambda v: (not v.passed, v.ratio / v.limit))
+        self.metrics["ratio"] = round(worst.ratio, 4)
+        self.metrics["budget"] = worst.limit
+        self.metrics["unit"] = {"time": "× reference time", "cpu": "× reference CPU time"}.get(
+            worst.metric, f"× reference {worst.metric}"
+        )
+
+
+def _no_reference_reason(kata: KataContext, name: str = "", metric: str = "time") -> str:
+    what = f"budget {name!r}" if name else "budget test"
+    recorded = (
+        f", and kata.toml records no [budgets.{name}] reference {metric}"
+        if name and metric not in CLOCKS
+        else ""
+    )
+    return (
+        f"{what} skipped: no reference implementation to compare against (this checkout has "
+        f"no solutions/ mirror of kata {kata.manifest.id!r}{recorded})"
+    )
+
+
+@pytest.fixture
+def kata_budget(
+    request: pytest.FixtureRequest, kata: KataContext, kata_metrics: dict[str, Any]
+) -> KataBudget:
+    """Compare the learner's implementation with the reference: ``kata_budget.compare(...)``.
+    A test using it is a budget test: it runs alone and ``--kata-no-budgets`` skips it."""
+    config = request.config
+    if _off(config):
+        pytest.skip(OFF_REASON)
+    limit = kata.manifest.time_limit
+    # Stop re-measuring well before the kata's per-test time limit fires.
+    deadline = 60.0 if config.option.kata_no_timeout else max(1.0, 0.5 * limit)
+    option = config.getoption("kata_sanitize", default=None)
+    sanitize = tuple(s for s in (option or "").split(",") if s)
+    return KataBudget(kata, kata_metrics, min(deadline, 20.0), sanitize)

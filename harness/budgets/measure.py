@@ -1,0 +1,339 @@
+"""The statistics of a performance budget: a learner's implementation against the reference.
+
+No pytest here. `compare` measures both sides in one run and returns a :class:`Verdict`; the
+plugin (:mod:`harness.budgets`) turns it into a pass, a failure and report metrics.
+
+Why each step (see docs/budgets.md):
+
+- **same run, interleaved** (A B, then B A, ...): whatever slows the machine down (the other core
+  busy, a frequency change) slows both sides of a round alike, and alternating who goes first
+  cancels slow drifts. Only the *ratio* of the two sides in one round is kept.
+- **warm-up**: first calls pay for imports, allocator growth and cold caches; they are discarded.
+- **fresh inputs for every call** (from `setup`): a learner who caches results across calls gains
+  nothing, and a `setup(seed)` gives both sides of a round equal inputs built separately.
+- **median of at least 7 ratios**: a round hit by a noisy neighbour is an outlier, and the median
+  ignores up to three of seven.
+- **grey zone**: a median within ±15% of the limit is measured again with more rounds before the
+  verdict, so the decision near the threshold rests on more data.
+- **suspicious results**: a learner far faster than the reference (100x by default) is not
+  believable on equal inputs; it fails as suspicious instead of passing.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CLOCKS", "Verdict", "compare", "describe"]
+
+# The metrics measured by a clock: wall time, and process CPU time (all threads of this process;
+# time other processes take from the core does not count).
+CLOCKS: dict[str, Callable[[], int]] = {"time": time.perf_counter_ns, "cpu": time.process_time_ns}
+MIN_TIMED_ROUNDS = 7
+
+
+@dataclass
+class Verdict:
+    """The outcome of one budget comparison; `passed` is False for every failing case."""
+
+    name: str
+    metric: str
+    limit: float
+    ratio: float = math.nan  # median of the per-round ratios (learner / reference)
+    ratios: list[float] = field(default_factory=list)
+    calls_per_round: int = 1
+    remeasured: bool = False  # the grey zone asked for more rounds
+    stopped_early: bool = False  # clearly over budget, and the deadline came first
+    suspicious: bool = False  # implausibly faster than the reference
+    wrong: str = ""  # the checker rejected a result: why
+    learner_cost: float = math.nan  # median per call, in the metric's unit (ns for clocks)
+    reference_cost: float = math.nan
+    recorded_reference: bool = False  # the reference cost came from kata.toml, not a run
+
+    @property
+    def rounds(self) -> int:
+        return len(self.ratios)
+
+    @property
+    def passed(self) -> bool:
+        return not self.wrong and not self.suspicious and self.ratio <= self.limit
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range of the ratios over their median: how noisy the run was."""
+        if len(self.ratios) < 2 or not self.ratio:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.ratios, n=4, method="inclusive")
+        return (q3 - q1) / self.ratio
+
+    def message(self, suspicious_factor: float | None = None) -> str:
+        if self.wrong:
+            return self.wrong
+        factor = f" (over {suspicious_factor:g}x)" if suspicious_factor else ""
+        if self.suspicious:
+            return (
+                f"suspicious result: your {self.name} measured {1 / self.ratio:.0f}x faster than "
+                f"the reference{factor}, which equal inputs do not allow. Does it reuse results "
+                "across calls? Budget tests give every call fresh inputs."
+            )
+        text = f"your {self.name} {describe(self.ratio, self.metric, self.limit)}"
+        if self.rounds:
+            lo, hi = min(self.ratios), max(self.ratios)
+            text += (
+                f"; median of {self.rounds} interleaved rounds, ratios {_num(lo)}..{_num(hi)}"
+                if not self.recorded_reference
+                else f"; against the reference's {self.metric} recorded in kata.toml"
+            )
+        return text
+
+    def as_metrics(self) -> dict[str, Any]:
+        """Plain JSON values for `kata_metrics` and the reports."""
+        return {
+            "name": self.name,
+            "metric": self.metric,
+            "ratio": _round(self.ratio),
+            "limit": self.limit,
+            "passed": self.passed,
+            "rounds": self.rounds,
+            "ratios": [_round(r) for r in self.ratios],
+            "spread": _round(self.spread),
+            "calls_per_round": self.calls_per_round,
+            "remeasured": self.remeasured,
+            "suspicious": self.suspicious,
+            "learner_cost": _round(self.learner_cost),
+            "reference_cost": _round(self.reference_cost),
+        }
+
+
+def describe(ratio: float, metric: str, limit: float) -> str:
+    """ "is 3.4x slower than the reference (budget 2.0x)": the learner-facing comparison."""
+    r, budget = _pair(ratio, limit)
+    if metric == "time":
+        what = (
+            f"is {r}x slower than the reference"
+            if ratio >= 1
+            else f"takes {r}x the reference's time"
+        )
+    elif metric == "cpu":
+        what = f"uses {r}x the reference's CPU time"
+    else:
+        what = f"takes {r}x the reference's {metric}"
+    return f"{what} (budget {budget}x)"
+
+
+def _pair(ratio: float, limit: float) -> tuple[str, str]:
+    # One decimal reads best; more when one decimal would make a failing ratio look like the limit.
+    for digits in (1, 2, 3):
+        r, b = f"{ratio:.{digits}f}", f"{limit:.{digits}f}"
+        if r != b or ratio == limit:
+            return r, f"{limit:g}"
+    return f"{ratio:.4f}", f"{limit:g}"
+
+
+def _num(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _round(x: float) -> float | None:
+    return None if math.isnan(x) else round(float(x), 4)
+
+
+# --------------------------------------------------------------------------- inputs
+class _Inputs:
+    """Fresh arguments for every call: `setup()` or `setup(seed)`, returning a tuple of args."""
+
+    def __init__(self, setup: Callable[..., Any] | None) -> None:
+        self.setup = setup
+        self.seeded = setup is not None and _takes_an_argument(setup)
+
+    def make(self, seed: int) -> tuple[Any, ...]:
+        if self.setup is None:
+            return ()
+        value = self.setup(seed) if self.seeded else self.setup()
+        return value if isinstance(value, tuple) else (value,)
+
+
+def _takes_an_argument(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+# --------------------------------------------------------------------------- one side of a round
+def _run_side(
+    fn: Callable[..., Any],
+    args: Sequence[tuple[Any, ...]],
+    clock: Callable[[], int] | None,
+    cost: Callable[[Any], float] | None,
+) -> tuple[float, list[Any]]:
+    """(total cost, results) of calling `fn` once per argument tuple."""
+    if clock is None:  # a counted metric: each call's result (or cost(result)) is its cost
+        results = [fn(*a) for a in args]
+        total = 0.0
+        for r in results:
+            value = cost(r) if cost is not None else r
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"a budget metric must be a number, got {value!r}")
+            total += value
+        return total, results
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection inside one side's timing would land on the wrong side
+    try:
+        t0 = clock()
+        results = [fn(*a) for a in args]
+        t1 = clock()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return float(t1 - t0), results
+
+
+def _checked(
+    check: Callable[..., Any] | None, name: str, results: list[Any], args: list[tuple], rnd: int
+) -> str:
+    """ "" when every result passes `check(result, *args)`, else the learner-facing reason."""
+    if check is None:
+        return ""
+    for result, a in zip(results, args, strict=True):
+        try:
+            ok = check(result, *a)
+        except AssertionError as e:
+            detail = f": {e}" if str(e) else ""
+            return f"your {name} returned a wrong result in budget round {rnd}{detail}"
+        if ok is False:
+            return f"your {name} returned a wrong result in budget round {rnd}"
+    return ""
+
+
+# --------------------------------------------------------------------------- the comparison
+def compare(
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any] | None,
+    *,
+    ratio: float,
+    name: str,
+    setup: Callable[..., Any] | None = None,
+    check: Callable[..., Any] | None = None,
+    metric: str = "time",
+    cost: Callable[[Any], float] | None = None,
+    recorded: float | None = None,
+    rounds: int | None = None,
+    warmup: int | None = None,
+    grey: float = 0.15,
+    max_rounds: int | None = None,
+    round_target_s: float = 0.02,
+    deadline_s: float = 20.0,
+    suspicious: float | None = 100.0,
+    number: int | None = None,
+) -> Verdict:
+    """Measure `candidate` (the learner's) against `reference` and judge `median ratio <= ratio`.
+
+    `metric` is "time" (wall clock), "cpu" (process CPU time), or the name of a counted metric
+    ("cycles", "instructions", ...): then each call returns its cost, or `cost(result)` does.
+    `reference=None` with `recorded=` compares against a recorded reference cost per call
+    (counted metrics only). `check(result, *args)` rechecks every timed learner result; it fails
+    by raising AssertionError or returning False. `number` fixes the calls per round (clocks
+    otherwise calibrate it so a round lasts about `round_target_s`).
+    """
+    if ratio <= 0:
+        raise ValueError(f"budget {name!r}: ratio must be positive, got {ratio!r}")
+    clock = CLOCKS.get(metric)
+    timed = clock is not None
+    if reference is None and (timed or recorded is None):
+        raise ValueError(f"budget {name!r}: no reference, and no recorded {metric} to compare to")
+    rounds = rounds if rounds is not None else (MIN_TIMED_ROUNDS if timed else 3)
+    if timed and rounds < MIN_TIMED_ROUNDS:
+        raise ValueError(f"budget {name!r}: timed budgets need at least 7 rounds, got {rounds}")
+    warmup = warmup if warmup is not None else (1 if timed else 0)
+    max_rounds = max(max_rounds if max_rounds is not None else 5 * rounds, rounds)
+    verdict = Verdict(name=name, metric=metric, limit=float(ratio))
+    inputs = _Inputs(setup)
+    start = time.monotonic()
+    seed = 0
+
+    def side(fn: Callable[..., Any], n: int, s: int) -> tuple[float, list[Any], list[tuple]]:
+        args = [inputs.make(s + i) for i in range(n)]  # made before the clock starts
+        total, results = _run_side(fn, args, clock, cost)
+        return total, results, args
+
+    # Calibration: one call each; a clock's round then lasts about round_target_s on the slower
+    # side. Both sides always make the same number of calls.
+    n = number or 1
+    if timed and number is None:
+        t_mine, results, args = side(candidate, 1, seed)
+        if wrong := _checked(check, name, results, args, 0):
+            verdict.wrong = wrong
+            return verdict
+        t_ref, _, _ = side(reference, 1, seed)  # type: ignore[arg-type]
+        slowest_s = max(t_mine, t_ref, 1.0) / 1e9
+        n = max(1, min(100_000, math.ceil(round_target_s / slowest_s)))
+        seed += 1
+    verdict.calls_per_round = n
+
+    mine_costs: list[float] = []
+    ref_costs: list[float] = []
+
+    def one_round(index: int) -> bool:
+        nonlocal seed
+        order = (0, 1) if index % 2 == 0 else (1, 0)  # A B, then B A: drift cancels
+        measured: dict[int, float] = {}
+        for who in order:
+            if who == 0:
+                total, results, args = side(candidate, n, seed)
+                if wrong := _checked(check, name, results, args, index + 1):
+                    verdict.wrong = wrong
+                    return False
+                measured[0] = total
+            elif reference is not None:
+                measured[1] = side(reference, n, seed)[0]
+            else:
+                measured[1] = float(recorded) * n  # type: ignore[arg-type]
+        seed += n
+        if index >= 0:  # warm-up rounds have negative indices and are discarded
+            if measured[1] <= 0:
+                raise ValueError(f"budget {name!r}: the reference measured {measured[1]:g}")
+            verdict.ratios.append(measured[0] / measured[1])
+            mine_costs.append(measured[0] / n)
+            ref_costs.append(measured[1] / n)
+        return True
+
+    for w in range(warmup):
+        if not one_round(-1 - w):
+            return verdict
+    index = 0
+    while index < rounds:
+        if not one_round(index):
+            return verdict
+        index += 1
+        over = all(r > ratio * (1 + grey) for r in verdict.ratios)
+        if index >= 3 and over and time.monotonic() - start > deadline_s:
+            verdict.stopped_early = True  # clearly over budget: a fail may come early, a pass never
+            break
+    while not verdict.stopped_early and len(verdict.ratios) < max_rounds:
+        med = statistics.median(verdict.ratios)
+        near = abs(med / ratio - 1) <= grey
+        varies = max(verdict.ratios) > min(verdict.ratios)  # more rounds cannot move a constant
+        if not (near and varies) or time.monotonic() - start > deadline_s:
+            break
+        verdict.remeasured = True
+        for _ in range(min(rounds, max_rounds - len(verdict.ratios))):
+            if not one_round(index):
+                return verdict
+            index += 1
+
+    verdict.ratio = statistics.median(verdict.ratios)
+    verdict.learner_cost = statistics.median(mine_costs)
+    verdict.reference_cost = statistics.median(ref_costs)
+    verdict.recorded_reference = reference is None
+    verdict.suspicious = suspicious is not None and verdict.ratio * suspicious < 1
+    return verdict
