@@ -122,3 +122,53 @@ def test_prairielearn_unknown_kata_is_not_gradable(course: Path, tmp_path: Path)
     data = json.loads((grade / "results" / "results.json").read_text())
     validate("prairielearn", data)
     assert data["gradable"] is False and "nope" in data["message"]
+
+
+WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "autograde.yml"
+
+
+def test_autograde_workflow_runs_the_reports_the_reporter_reads(repo: KataRepo) -> None:
+    """The workflow's pytest command, run here: it must leave <ID>_RESULTS for every runner
+    in KATA_RUNNERS, which is what the reporter step is given."""
+    import base64
+    import re
+
+    from harness.reports import check_spec
+
+    text = WORKFLOW.read_text()
+    for needle in (
+        "checks: write",
+        "actions: read",
+        "contents: read",
+        "name: Autograding Tests",
+        "actions/checkout@v4",
+        "actions/setup-python@v5",
+        'pip install -e ".[dev]"',
+        "actions/upload-artifact@v4",
+        "classroom-resources/autograding-grading-reporter@v1",
+        "runners: ${{ env.KATA_RUNNERS }}",
+    ):
+        assert needle in text, f"autograde.yml lacks {needle!r}"
+    command = re.search(r"run: >-\n((?:\s{10}.*\n)+)", text)
+    assert command, "the 'Run the katas' step is not where the test expects it"
+    args = command[1].split()
+    specs = [a.split("=", 1)[1].replace('"', "") for a in args if a.startswith("--kata-report=")]
+    assert {check_spec(s)[0] for s in specs} >= {"github", "html"}
+    repo.add_demo("alpha")
+    repo.add_demo("beta", phase_dir="phase02")
+    env_file = repo.root / "github_env"
+    specs = [s.replace("$GITHUB_ENV", str(env_file)) for s in specs]
+    plain = [a for a in args[args.index("pytest") + 1 :] if not a.startswith("--kata-report=")]
+    assert plain == ["katas", "-n", "2"]
+    result = repo.pytester.runpytest_subprocess(*plain, *(f"--kata-report={s}" for s in specs))
+    assert (repo.root / "kata-report" / "report.html").is_file()
+    env = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    runners = env["KATA_RUNNERS"].split(",")
+    assert runners == ["alpha", "beta"]
+    total = sum(
+        t["score"]
+        for r in runners
+        for t in json.loads(base64.b64decode(env[f"{r.upper()}_RESULTS"]))["tests"]
+    )
+    m = re.search(r"^total: ([\d.]+)/(\d+) points", result.stdout.str(), re.M)
+    assert m and round(total, 2) == float(m[1]), "the reporter's Points X equals the terminal's"
