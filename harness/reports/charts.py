@@ -13,6 +13,8 @@ A test reports numbers and pictures through the ``kata_metrics`` fixture; the ke
 ``artifact`` (str, or a list of str)
     a PNG, JPEG or SVG file the test wrote under ``.kata/artifacts/`` (the results directory's
     ``artifacts`` folder), given relative to it. Paths outside that folder are refused.
+``budgets`` (list of {name, metric, ratio, limit, ...})
+    every comparison a ``kata_budget`` test made; each is drawn as its own bar chart.
 ``label`` (str, optional)
     the caption of ``svg``/``artifact``.
 
@@ -33,7 +35,7 @@ from ..results import TestRecord
 
 _MIME = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 _MAX_BYTES = 2_000_000  # a bigger artefact is left out with a note: reports must stay small
-_PICTURE_KEYS = {"svg", "artifact", "label", "unit"}
+_PICTURE_KEYS = {"svg", "artifact", "label", "unit", "budgets"}
 
 
 @dataclass
@@ -55,9 +57,29 @@ def budget(metrics: dict[str, Any]) -> tuple[float, float] | None:
     return None
 
 
-def budget_chart(ratio: float, limit: float, unit: str = "× reference", width: int = 280) -> str:
+def budget_bars(metrics: dict[str, Any]) -> list[tuple[str, float, float, str]]:
+    """(label, ratio, budget, unit) for each chart a test's metrics ask for: one per entry of
+    ``budgets`` (what ``kata_budget`` records: name, metric, ratio, limit), else one for the
+    top-level ``ratio``/``budget``."""
+    out = []
+    for entry in metrics.get("budgets") or []:
+        if not isinstance(entry, dict):
+            continue
+        ratio, limit = entry.get("ratio"), entry.get("limit")
+        if isinstance(ratio, int | float) and isinstance(limit, int | float) and limit > 0:
+            metric = str(entry.get("metric", "time"))
+            unit = "× reference time" if metric == "time" else f"× reference {metric}"
+            out.append((str(entry.get("name") or metric), float(ratio), float(limit), unit))
+    if not out:
+        b = budget(metrics)
+        if b is not None:
+            out.append(("budget", *b, str(metrics.get("unit", "× reference"))))
+    return out
+
+
+def budget_chart(ratio: float, limit: float, unit: str = "× reference", width: int = 330) -> str:
     """A bar for `ratio` against a dashed line at `limit`: green within budget, red over it."""
-    height, pad, bar_h = 34, 4, 12
+    height, pad, bar_h = 38, 4, 13
     scale_max = max(ratio, limit, 1.0) * 1.15
     x = lambda v: pad + (width - 2 * pad) * max(0.0, v) / scale_max
     ok = ratio <= limit
@@ -72,19 +94,19 @@ def budget_chart(ratio: float, limit: float, unit: str = "× reference", width: 
         f'fill="{colour}"/>'
         f'<line x1="{x(limit):.1f}" y1="1" x2="{x(limit):.1f}" y2="{pad + bar_h + 3}" '
         f'stroke="#343a40" stroke-width="1.5" stroke-dasharray="3 2"/>'
-        f'<text x="{pad}" y="{height - 3}" font-family="sans-serif" font-size="11" '
+        f'<text x="{pad}" y="{height - 3}" font-family="sans-serif" font-size="12" '
         f'fill="#495057">{escape(label)}{"" if ok else " — over budget"}</text>'
         "</svg>"
     )
 
 
 def chart_images(record: TestRecord) -> list[Image]:
-    b = budget(record.metrics)
-    if b is None:
-        return []
-    unit = str(record.metrics.get("unit", "× reference"))
-    svg = budget_chart(*b, unit=unit)
-    return [Image(f"{record.name}: budget", data_uri(svg.encode(), "image/svg+xml"))]
+    return [
+        Image(
+            f"{record.name}: {label}", data_uri(budget_chart(r, b, unit).encode(), "image/svg+xml")
+        )
+        for label, r, b, unit in budget_bars(record.metrics)
+    ]
 
 
 def artefact_images(record: TestRecord, artifacts_dir: Path) -> list[Image]:

@@ -38,7 +38,7 @@ from ..results import (
     RunResult,
 )
 from . import ReportOptions
-from .charts import Image, artefact_images, budget, budget_chart, numbers
+from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
 from .common import NOT_RUN, Row, errors, fmt_points, kata_rows
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "report"
@@ -80,14 +80,14 @@ class TestView:
     location: str
     source: list[SourceLine]
     output: str
-    chart: Markup | None
+    charts: list[tuple[str, Markup]]
     numbers: list[tuple[str, str]]
     images: list[Image] = field(default_factory=list)
 
     @property
     def plain(self) -> bool:
         quiet = self.css == "pass" or (self.css == "skip" and not self.hidden)
-        return quiet and not (self.chart or self.numbers or self.images)
+        return quiet and not (self.charts or self.numbers or self.images)
 
 
 def _source_lines(row: Row, root: Path) -> list[SourceLine]:
@@ -119,17 +119,16 @@ def _duration(seconds: float) -> str:
 def _test_view(row: Row, options: ReportOptions) -> TestView:
     css, label = _OUTCOME[row.outcome]
     record = row.record
-    chart = None
+    charts: list[tuple[str, Markup]] = []
     images: list[Image] = []
     nums: list[tuple[str, str]] = []
     if record is not None:
-        b = budget(record.metrics)
-        if b is not None:
-            unit = str(record.metrics.get("unit", "× reference"))
-            chart = Markup(budget_chart(*b, unit=unit))  # noqa: S704 - drawn here, text escaped
+        bars = budget_bars(record.metrics)
+        # Drawn here with every text escaped, so the markup is safe to inline.
+        charts = [(label, Markup(budget_chart(r, b, unit))) for label, r, b, unit in bars]
         images = artefact_images(record, options.artifacts_dir)
         nums = [
-            (k, v) for k, v in numbers(record.metrics) if b is None or k not in ("ratio", "budget")
+            (k, v) for k, v in numbers(record.metrics) if not bars or k not in ("ratio", "budget")
         ]
     location = ""
     if row.filename and record and record.line:
@@ -145,7 +144,7 @@ def _test_view(row: Row, options: ReportOptions) -> TestView:
         location=location,
         source=_source_lines(row, options.root),
         output=row.output,
-        chart=chart,
+        charts=charts,
         numbers=nums,
         images=images,
     )
