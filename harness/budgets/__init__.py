@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from harness.budgets.lock import BudgetLock
-from harness.budgets.measure import CLOCKS, Verdict, compare
+from harness.budgets.measure import CLOCKS, Verdict, compare, unit
 from harness.loader import KataContext, solution_dir
 from harness.plugin import ITEM_INFO, STATE
 
@@ -253,9 +253,7 @@ class KataBudget:
         worst = max(self.verdicts, key=lambda v: (not v.passed, v.ratio / v.limit))
         self.metrics["ratio"] = round(worst.ratio, 4)
         self.metrics["budget"] = worst.limit
-        self.metrics["unit"] = {"time": "× reference time", "cpu": "× reference CPU time"}.get(
-            worst.metric, f"× reference {worst.metric}"
-        )
+        self.metrics["unit"] = unit(worst.metric)
 
 
 def _no_reference_reason(kata: KataContext, name: str = "", metric: str = "time") -> str:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLOCKS", "Verdict", "compare", "describe"]
+__all__ = ["CLOCKS", "Verdict", "compare", "describe", "unit"]
 
 # The metrics measured by a clock: wall time, and process CPU time (all threads of this process;
 # time other processes take from the core does not count).
@@ -97,6 +97,7 @@ class Verdict:
         return {
             "name": self.name,
             "metric": self.metric,
+            "unit": unit(self.metric),
             "ratio": _round(self.ratio),
             "limit": self.limit,
             "passed": self.passed,
@@ -109,6 +110,13 @@ class Verdict:
             "learner_cost": _round(self.learner_cost),
             "reference_cost": _round(self.reference_cost),
         }
+
+
+def unit(metric: str) -> str:
+    """What a ratio of `metric` is, as the report charts label it."""
+    return {"time": "× reference time", "cpu": "× reference CPU time"}.get(
+        metric, f"× reference {metric}"
+    )
 
 
 def describe(ratio: float, metric: str, limit: float) -> str:
