@@ -216,11 +216,14 @@ def test_plugin_stays_out_of_non_kata_runs(pytester: pytest.Pytester) -> None:
 
 def test_kata_metrics_reach_the_results(repo: KataRepo) -> None:
     repo.add_demo()
-    repo.write("katas/phase01/demo/tests/test_metrics.py", """
+    repo.write(
+        "katas/phase01/demo/tests/test_metrics.py",
+        """
         def test_add_metrics(kata, kata_metrics):
             kata_metrics["ratio"] = 1.5
             kata_metrics["svg"] = "<svg/>"
-    """)
+    """,
+    )
     repo.pytester.runpytest_subprocess("katas", "-n", "2", "--kata-report=json:r.json")
     data = json.loads((repo.root / "r.json").read_text())
     add = next(t for t in data["katas"][0]["tasks"] if t["id"] == "add")
