@@ -1,0 +1,223 @@
+"""pytest plugin: every kata test runs in a sandbox child, so learner code cannot harm the run.
+
+A crash, a hang, a fork bomb, ``os._exit(0)`` or a patched pytest fails *that test* with a
+sentence the learner can act on, and the run goes on to a complete report. Tests outside katas
+(the harness's own) and tests skipped by a marker run in the pytest process as usual.
+
+Modules: :mod:`.child` (fork, result pipe, reuse), :mod:`.limits` (rlimits, cgroups, network
+namespace), :mod:`.guard` (tamper check), :mod:`.native_crash` (which C function crashed),
+:mod:`.messages` (the sentences). ``--kata-no-sandbox`` runs learner code in-process (debugging);
+``--kata-sandbox=test`` forks a fresh child per test instead of one per kata.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from _pytest.reports import TestReport
+
+from . import messages
+from .child import Child, ChildGone, ChildSpec, Outcome
+from .limits import Limits, isolation_notes
+
+SECRET_PATHS = pytest.StashKey[list[str]]()  # files learner code must not read (harness.hidden)
+_IN_CHILD = False  # set in a sandbox child, where the report rewrites below apply
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("gpu-katas")
+    g.addoption(
+        "--kata-no-sandbox",
+        action="store_true",
+        help="run learner code in the pytest process: no limits, and a crash ends the run "
+        "(debugging with --pdb)",
+    )
+    g.addoption(
+        "--kata-sandbox",
+        choices=("kata", "test"),
+        default="kata",
+        help="one sandbox child per kata, restarted after a crash (default), or one per test",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SECRET_PATHS] = []
+    if config.option.kata_no_sandbox or not hasattr(os, "fork"):
+        return
+    config.pluginmanager.register(Sandbox(config), "gpu-katas-sandbox")
+
+
+class Sandbox:
+    """Routes kata tests to a child; one live child per pytest process (per xdist worker)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.child: Child | None = None
+        self.notes: set[str] = set()
+        self._kata_nodeids: dict[Any, set[str]] = {}
+
+    # ----------------------------------------------------------------- which tests
+    def _info(self, item: pytest.Item) -> Any:
+        from ..plugin import ITEM_INFO
+
+        info = item.stash.get(ITEM_INFO, None)
+        if info is None or info.fail_reason or item.get_closest_marker("skip") is not None:
+            return None  # not a kata test, or no learner code will run
+        return info
+
+    def _limits(self, info: Any) -> Limits:
+        m = info.manifest
+        wall = 0.0 if self.config.option.kata_no_timeout else float(m.time_limit)
+        return Limits(
+            wall_s=wall,
+            memory_mb=int(m.memory_limit_mb),
+            cpu_s=max(2.0, 2 * wall) if wall else 24 * 3600.0,
+            address_space=not self.config.option.kata_sanitize,
+        )
+
+    def _nodeids(self, session: pytest.Session, kata_dir: Any) -> set[str]:
+        if kata_dir not in self._kata_nodeids:
+            ids = set()
+            for it in session.items:
+                info = self._info(it)
+                if info is not None and info.manifest.dir == kata_dir:
+                    ids.add(it.nodeid)
+            self._kata_nodeids[kata_dir] = ids
+        return self._kata_nodeids[kata_dir]
+
+    # ----------------------------------------------------------------- running
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        info = self._info(item)
+        if info is None or _IN_CHILD:
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        outcome = self._run(item, nextitem, info)
+        for rep in self._reports(item, info, outcome):
+            ihook.pytest_runtest_logreport(report=rep)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    def _run(self, item: pytest.Item, nextitem: pytest.Item | None, info: Any) -> Outcome:
+        kata_dir = info.manifest.dir
+        next_info = self._info(nextitem) if nextitem is not None else None
+        keep = (
+            self.config.option.kata_sandbox == "kata"
+            and next_info is not None
+            and next_info.manifest.dir == kata_dir
+        )
+        child = self.child
+        if child is not None and (not child.alive or child.spec.kata_dir != kata_dir):
+            child.stop()
+            child = self.child = None
+        if child is None:
+            spec = ChildSpec(
+                kata_dir=kata_dir,
+                limits=self._limits(info),
+                secrets=list(self.config.stash.get(SECRET_PATHS, [])),
+                nodeids=self._nodeids(item.session, kata_dir),
+            )
+            try:
+                child = self.child = Child(item.session, spec)
+            except ChildGone as e:
+                return Outcome(failure=f"the sandbox could not start: {e.message}", kind="crash")
+            self.notes.update(child.notes)
+        outcome = child.run(item, nextitem if keep else None)
+        if not keep or not child.alive:
+            child.stop(kill=not child.alive)
+            self.child = None
+        return outcome
+
+    def _reports(self, item: pytest.Item, info: Any, outcome: Outcome) -> list[TestReport]:
+        config = self.config
+        if not outcome.failure:
+            reports = []
+            for data in outcome.reports:
+                rep = config.hook.pytest_report_from_serializable(config=config, data=data)
+                if isinstance(rep, TestReport) and rep.nodeid == item.nodeid:
+                    reports.append(rep)
+            if reports:
+                return reports
+            outcome.failure, outcome.kind = "the sandbox child sent no usable report", "crash"
+        return [_failure_report(item, info, outcome)]
+
+    def pytest_sessionfinish(self) -> None:
+        if self.child is not None:
+            self.child.stop(kill=True)
+            self.child = None
+
+    # ----------------------------------------------------------------- telling people
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        mode = "a child per kata" if config.option.kata_sandbox == "kata" else "a child per test"
+        lines = [f"gpu-katas sandbox: learner code runs in {mode} (limits from kata.toml)"]
+        lines += [f"  not isolated here: {n}" for n in isolation_notes()]
+        return lines
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        notes = sorted(set(isolation_notes()))
+        if notes and not hasattr(self.config, "workerinput"):
+            terminalreporter.write_line("sandbox: not isolated here: " + "; ".join(notes))
+
+
+def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestReport:
+    from ..plugin import PROPS_KEY
+
+    props: dict[str, Any] = {
+        "kata": info.manifest.id,
+        "task": info.task.id if info.task else None,
+        "hidden": info.hidden,
+        "message": outcome.failure,
+        "sandbox": outcome.kind,
+    }
+    return TestReport(
+        item.nodeid,
+        item.location,
+        {k: 1 for k in item.keywords},
+        "failed",
+        outcome.failure,
+        "call",
+        sections=[],
+        duration=round(outcome.wall_s, 4),
+        start=0.0,
+        stop=0.0,
+        user_properties=[(PROPS_KEY, props)],
+    )
+
+
+# --------------------------------------------------------------------------- in the child
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """In a child: a MemoryError or a time-limit alarm reads the way the parent's verdicts do."""
+    report: TestReport = yield
+    if not _IN_CHILD or call.excinfo is None or not report.failed:
+        return report
+    from ..plugin import ITEM_INFO, PROPS_KEY, KataTimeout
+
+    info = item.stash.get(ITEM_INFO, None)
+    if info is None:
+        return report
+    if call.excinfo.errisinstance(MemoryError):
+        text = messages.memory(
+            info.manifest.memory_limit_mb, messages.requested_from(str(call.excinfo.value))
+        )
+    elif call.excinfo.errisinstance(KataTimeout):
+        text = messages.timeout(info.manifest.time_limit)
+    else:
+        return report
+    for name, props in report.user_properties:
+        if name == PROPS_KEY:
+            props["message"] = text
+    report.longrepr = text
+    return report
+
+
+def mark_child() -> None:
+    global _IN_CHILD
+    _IN_CHILD = True
+
+
+__all__ = ["SECRET_PATHS", "Sandbox", "mark_child"]
