@@ -1,0 +1,259 @@
+"""Hidden tests of the occupancy kata: every launch shape against the harness's calculator
+(validated against NVIDIA's cuda_occupancy.h in harness/tests/test_cuda_static.py), the
+predictions' reasons, and block-size tuning against brute force and cuda_occupancy.h itself.
+
+Examples are derandomized, so a grade never depends on luck.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.cuda import static
+from harness.native.cache import ArtefactCache, hash_parts
+from harness.toolchain import find_tool
+
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
+RESOURCES = ("warps", "blocks", "registers", "shared_memory")
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def occ(kata):
+    return kata.module("occupancy")
+
+
+@pytest.fixture(scope="module")
+def tune(kata):
+    return kata.module("tune")
+
+
+@pytest.fixture(scope="module")
+def specs(kata):
+    return kata.module("specs")
+
+
+def _truth(arch, threads, regs, smem):
+    o = static.occupancy(arch, threads, regs, smem)
+    return o.active_blocks_per_sm, {k: o.block_limits[k] for k in RESOURCES}
+
+
+# --------------------------------------------------------------------------- calculator
+@SETTINGS
+@given(
+    arch=st.sampled_from(ARCHS),
+    threads=st.one_of(st.integers(1, 1100), st.sampled_from([32, 64, 96, 128, 256, 512, 1024])),
+    regs=st.integers(0, 260),
+    smem=st.one_of(st.just(0), st.integers(0, 240 * KIB)),
+)
+def test_calculator_any_launch(occ, arch, threads, regs, smem):
+    """Every limit of every shape. Catches: registers x threads <= 65536 with no per-warp
+    rounding to 256 or no whole warps per sub-partition; a partial warp not taking a whole slot;
+    a missing 255-register or 1024-thread cap."""
+    blocks, limits = _truth(arch, threads, regs, smem)
+    got = occ.block_limits(arch, threads, regs, smem)
+    assert dict(got) == limits, (arch, threads, regs, smem)
+    assert occ.occupancy(arch, threads, regs, smem).active_blocks_per_sm == blocks
+
+
+@pytest.mark.parametrize(
+    ("arch", "threads", "regs", "smem"),
+    [
+        ("sm_90", 256, 22, 57472),  # 3 blocks with the 1 KiB reservation, 4 without
+        ("sm_80", 128, 32, 41860),  # 3 with it, 4 without
+        ("sm_86", 64, 32, 9 * KIB),  # 100 KiB // 10 KiB = 10 with it, 11 without
+        ("sm_89", 64, 32, 4 * KIB),  # 20 with it, 24 (the block cap) without
+        ("sm_75", 64, 32, 4900),  # 5120 B in 256-byte units: 12; unrounded or 128-byte units: 13
+        ("sm_90", 64, 32, 4100),  # 5248 B in 128-byte units: 44; unrounded 45, 256-byte units 43
+        ("sm_90", 64, 32, 227 * KIB),  # the opt-in maximum still fits once
+    ],
+)
+def test_calculator_shared_memory_rules(occ, arch, threads, regs, smem):
+    """Catches: forgetting the 1 KiB the driver reserves per block on sm_80+, or rounding to the
+    wrong allocation unit (256 B on sm_75, 128 B on sm_8x/9x) -- examples chosen so those
+    shortcuts land on a different block count."""
+    blocks, limits = _truth(arch, threads, regs, smem)
+    got = occ.block_limits(arch, threads, regs, smem)
+    assert got["shared_memory"] == limits["shared_memory"], (arch, smem)
+
+
+# --------------------------------------------------------------------------- predict
+@pytest.fixture(scope="module")
+def ptxas(kata):
+    given_ = kata.module("launches")
+    cache = ArtefactCache()
+    source = kata.source("kernels.cu")
+    return {a: static.ptxas_resources(source, a, cache=cache) for a in given_.ARCHS}
+
+
+def test_predict_limiters(kata, ptxas):
+    """Catches: the right occupancy for the wrong reason -- e.g. calling heavy-t4-256 (58
+    registers, 4 blocks) warp-limited only, when the register file runs out at the same
+    point, or blaming registers for a shared-memory-bound block_sum launch."""
+    predicted = kata.module("predictions").launches()
+    wrong = []
+    for name, launch in kata.module("launches").LAUNCHES.items():
+        r = ptxas[launch.arch][launch.kernel]
+        truth = static.occupancy(
+            launch.arch,
+            launch.threads_per_block,
+            r.registers,
+            r.shared_bytes + launch.dynamic_shared_bytes,
+        )
+        want = {f for f in truth.limiting_factors if f in RESOURCES}
+        if set(predicted[name]["limiters"]) != want:
+            wrong.append(name)
+    assert not wrong, "limiting resources wrong for: " + ", ".join(wrong)
+
+
+# --------------------------------------------------------------------------- tune
+def _brute_force(specs, device, regs, static_smem, dynamic, limit):
+    """cudaOccMaxPotentialOccupancyBlockSize's search, on the harness's calculator."""
+    dev = specs.DEVICES[device]
+    limit = min(limit, 1024)
+    best = (0, 0, 0)  # threads, block, blocks
+    for aligned in range(-(-limit // 32) * 32, 0, -32):
+        block = min(limit, aligned)
+        dyn = dynamic(block) if callable(dynamic) else dynamic
+        blocks = static.occupancy(dev.arch, block, regs, static_smem + dyn).active_blocks_per_sm
+        if block * blocks > best[0]:
+            best = (block * blocks, block, blocks)
+    return best[2] * dev.sms, best[1]
+
+
+class PerThread:
+    """Dynamic shared memory of `base + per_thread * block` bytes (a picklable callable)."""
+
+    def __init__(self, base: int, per_thread: int) -> None:
+        self.base, self.per_thread = base, per_thread
+
+    def __call__(self, block: int) -> int:
+        return self.base + self.per_thread * block
+
+    def __repr__(self) -> str:
+        return f"PerThread({self.base}, {self.per_thread})"
+
+
+@SETTINGS
+@given(
+    device=st.sampled_from(["T4", "A100", "A10", "L4", "H200"]),
+    regs=st.integers(1, 255),
+    static_smem=st.sampled_from([0, 128, 4224, 16 * KIB]),
+    dynamic=st.one_of(
+        st.integers(0, 64 * KIB),
+        st.builds(PerThread, st.integers(0, 4096), st.sampled_from([4, 8, 16, 40, 72, 150])),
+    ),
+    limit=st.one_of(st.just(1024), st.integers(1, 1024)),
+)
+def test_tune_against_brute_force(tune, specs, device, regs, static_smem, dynamic, limit):
+    """Catches: picking the block with the most blocks per SM (not resident threads); breaking
+    ties toward the smaller block; evaluating a block-size-dependent dynamic shared memory
+    once instead of per candidate; rounding a block_size_limit like 100 down to 96."""
+    want = _brute_force(specs, device, regs, static_smem, dynamic, limit)
+    got = tune.max_potential_block_size(device, regs, static_smem, dynamic, limit)
+    assert tuple(got) == want, (device, regs, static_smem, dynamic, limit)
+
+
+# NVIDIA's own search, compiled from cuda_occupancy.h (a host-only header) with g++.
+OCC_SHIM = r"""
+#include "cuda_occupancy.h"
+static int g_base, g_per_thread;
+static size_t dyn(int block) { return (size_t)g_base + (size_t)g_per_thread * block; }
+extern "C" int nv_best_block(int major, int minor, int max_threads_sm, int smem_sm, int smem_optin,
+                             int reserved, int sms, int regs, int static_smem, int base,
+                             int per_thread, int limit, int* min_grid) {
+  cudaOccDeviceProp p;
+  p.computeMajor = major; p.computeMinor = minor;
+  p.maxThreadsPerBlock = 1024; p.maxThreadsPerMultiprocessor = max_threads_sm;
+  p.regsPerBlock = 65536; p.regsPerMultiprocessor = 65536; p.warpSize = 32;
+  p.sharedMemPerBlock = 48 * 1024; p.sharedMemPerMultiprocessor = smem_sm;
+  p.numSms = sms; p.sharedMemPerBlockOptin = smem_optin; p.reservedSharedMemPerBlock = reserved;
+  cudaOccFuncAttributes a;
+  a.maxThreadsPerBlock = limit; a.numRegs = regs; a.sharedSizeBytes = static_smem;
+  a.partitionedGCConfig = PARTITIONED_GC_OFF; a.shmemLimitConfig = FUNC_SHMEM_LIMIT_OPTIN;
+  a.maxDynamicSharedSizeBytes = smem_optin; a.numBlockBarriers = 1; a.virtualResourceCount = 0;
+  cudaOccDeviceState s;
+  g_base = base; g_per_thread = per_thread;
+  int block = 0;
+  if (cudaOccMaxPotentialOccupancyBlockSize(min_grid, &block, &p, &a, &s, dyn, 0)
+      != CUDA_OCC_SUCCESS)
+    return -1;
+  return block;
+}
+"""
+
+
+def _cuda_include() -> Path | None:
+    candidates = [
+        Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if v in os.environ
+    ]
+    nvcc = find_tool("nvcc")
+    if nvcc is not None:
+        candidates.append(nvcc.resolve().parent.parent / "include")
+    candidates.append(Path("/usr/local/cuda/include"))
+    return next((c for c in candidates if (c / "cuda_occupancy.h").is_file()), None)
+
+
+def _nvidia_search():
+    """The shim, built with g++ once into the harness's cache (straight through the cache, not
+    harness.native's builder: its compile counter is harness state the sandbox watches)."""
+    import cffi
+
+    include = _cuda_include()
+    cxx = str(find_tool("cxx"))
+    header = (include / "cuda_occupancy.h").read_text(encoding="utf-8")
+
+    def produce(tmp: Path) -> None:
+        (tmp / "shim.cpp").write_text(OCC_SHIM, encoding="utf-8")
+        cmd = [cxx, "-O1", "-shared", "-fPIC", f"-I{include}", "shim.cpp", "-o", "shim.so"]
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"g++ could not build the cuda_occupancy.h shim:\n{proc.stderr}")
+
+    key = hash_parts(["occupancy-kata-shim-1", cxx, OCC_SHIM, header])
+    entry = ArtefactCache().get_or_create(key, produce, label="cuda_occupancy.h shim")
+    ffi = cffi.FFI()
+    ffi.cdef("int nv_best_block(int, int, int, int, int, int, int, int, int, int, int, int, int*);")
+    return ffi.dlopen(str(entry.path / "shim.so")), ffi
+
+
+@pytest.mark.skipif(
+    _cuda_include() is None or find_tool("cxx") is None,
+    reason="needs cuda_occupancy.h (CUDA toolkit) and g++",
+)
+def test_tune_agrees_with_cuda_occupancy_h(tune, specs):
+    """The same answers as NVIDIA's cudaOccMaxPotentialOccupancyBlockSize on a grid of kernels.
+    Catches whatever the brute-force oracle shares with a wrong answer: it is NVIDIA's code."""
+    lib, ffi = _nvidia_search()
+    min_grid = ffi.new("int*")
+    checked = 0
+    for name, dev in specs.DEVICES.items():
+        lim = specs.SPECS[dev.arch]
+        major, minor = int(dev.arch[3]), int(dev.arch[4])
+        for regs in (16, 37, 56, 64, 72, 128, 255):
+            for base, per_thread in ((0, 0), (128, 0), (0, 72), (4224, 16), (48 * KIB, 0)):
+                for limit in (1024, 100, 640):
+                    block = lib.nv_best_block(
+                        major, minor, lim.max_warps_per_sm * 32, lim.shared_per_sm,
+                        lim.max_shared_per_block, lim.reserved_shared_per_block, dev.sms,
+                        regs, 0, base, per_thread, limit, min_grid,
+                    )  # fmt: skip
+                    got = tune.max_potential_block_size(
+                        name, regs, 0, PerThread(base, per_thread), limit
+                    )
+                    assert tuple(got) == (min_grid[0], block), (name, regs, base, per_thread)
+                    checked += 1
+    assert checked == len(specs.DEVICES) * 7 * 5 * 3
