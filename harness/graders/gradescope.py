@@ -4,7 +4,9 @@
         [--katas simt,coalesce] [--hidden-visibility after_published] [--workers 2]
 
 Defaults are Gradescope's paths; each option also reads an environment variable
-(``KATA_GS_SOURCE``, ``KATA_GS_SUBMISSION``, ``KATA_GS_RESULTS``, ``KATA_KATAS``).
+(``KATA_GS_SOURCE``, ``KATA_GS_SUBMISSION``, ``KATA_GS_RESULTS``, ``KATA_KATAS``), and
+``--hidden-bundle``/``KATA_HIDDEN_BUNDLE`` names a hidden-test bundle kept out of the course
+(its key in ``KATA_HIDDEN_KEY``); the run is in grade mode (``--kata-grade``) either way.
 """
 
 from __future__ import annotations
@@ -38,9 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--katas", default=env("KATA_KATAS", ""), help="comma-separated kata ids")
     p.add_argument("--hidden-visibility", default=env("KATA_HIDDEN_VISIBILITY", "after_published"))
     p.add_argument("--workers", default=env("KATA_WORKERS", "2"))
+    p.add_argument("--hidden-bundle", default=env("KATA_HIDDEN_BUNDLE", ""),
+                   help="hidden-test bundle supplied at grading time (key: KATA_HIDDEN_KEY)")  # fmt: skip
     a = p.parse_args(argv)
     katas = [k for k in a.katas.split(",") if k]
     extra = [f"--kata-hidden-visibility={a.hidden_visibility}"]
+    if a.hidden_bundle:
+        extra.append(f"--kata-hidden={Path(a.hidden_bundle).resolve()}")
     return grade(
         Path(a.source), Path(a.submission), Path(a.results), "gradescope", katas, fallback,
         extra, a.workers,

@@ -49,12 +49,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", default=env("KATA_PL_RESULTS", ""))
     p.add_argument("--katas", default=env("KATA_KATAS", ""), help="comma-separated kata ids")
     p.add_argument("--workers", default=env("KATA_WORKERS", "2"))
+    p.add_argument("--hidden-bundle", default=env("KATA_HIDDEN_BUNDLE", ""),
+                   help="hidden-test bundle supplied at grading time (key: KATA_HIDDEN_KEY)")  # fmt: skip
     a = p.parse_args(argv)
     root = Path(a.grade_root)
     course = Path(a.course) if a.course else root / "serverFilesCourse" / "gpu-katas"
     results = Path(a.results) if a.results else root / "results" / "results.json"
     katas = _katas_from_data(root) or [k for k in a.katas.split(",") if k]
-    return grade(course, root / "student", results, "prairielearn", katas, fallback, [], a.workers)
+    extra = [f"--kata-hidden={Path(a.hidden_bundle).resolve()}"] if a.hidden_bundle else []
+    return grade(course, root / "student", results, "prairielearn", katas, fallback, extra,
+                 a.workers)  # fmt: skip
 
 
 if __name__ == "__main__":

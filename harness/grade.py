@@ -1,0 +1,72 @@
+"""``kata grade``: grade a repository from its canonical tests (what autograders run).
+
+    kata grade [PATHS ...] [--hidden PATH] [--report FORMAT:PATH ...] [-n N] [-- PYTEST_ARGS]
+
+One pytest run with ``--kata-grade`` (see :mod:`harness.hidden`): the public and hidden tests
+come from the hidden-test bundle (``grading/hidden.bundle``, or the grader's own with
+``--hidden``; the key from ``KATA_HIDDEN_KEY``/``KATA_HIDDEN_KEY_FILE``) or from the instructor
+tree, never from the learner's test or conftest files; harness files are checked against
+``grading/integrity.json`` and a difference is reported as tampering.
+
+Exit codes: 0 every graded test passed; 1 a test failed or tampering was found; 2 usage error
+(no key, a wrong key, a modified bundle, no such path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _root(start: Path | None) -> Path | None:
+    start = (start or Path.cwd()).resolve()
+    return next((d for d in (start, *start.parents) if (d / "katas").is_dir()), None)
+
+
+def pytest_args(args: argparse.Namespace, root: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", *(args.paths or ["katas"]), "--kata-grade"]
+    cmd += ["-p", "no:cacheprovider"]
+    if args.hidden:
+        cmd.append(f"--kata-hidden={Path(args.hidden).resolve()}")
+    cmd += [f"--kata-report={spec}" for spec in args.report]
+    if args.jobs:
+        cmd += ["-n", str(args.jobs)]
+    return cmd + list(args.pytest_args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1 :]
+    p = argparse.ArgumentParser(prog="kata grade", description=__doc__.splitlines()[0])
+    p.add_argument("paths", nargs="*", help="katas to grade (default: katas)")
+    p.add_argument("--root", type=Path, default=None, help="repository root (default: search up)")
+    p.add_argument("--hidden", metavar="PATH", help="the grader's hidden-test bundle")
+    p.add_argument("--report", action="append", default=[], metavar="FORMAT:PATH")
+    p.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")
+    args = p.parse_args(argv)
+    args.pytest_args = extra
+    root = _root(args.root)
+    if root is None:
+        print("kata grade: no katas/ directory here or above; run it in a kata repository",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    if args.hidden and not Path(args.hidden).is_file():
+        print(f"kata grade: --hidden {args.hidden}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    rc = subprocess.run(pytest_args(args, root), cwd=root, env=env, check=False).returncode
+    if rc in (0, 1):
+        return rc
+    return EXIT_USAGE if rc in (4, 5) else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
