@@ -95,17 +95,10 @@ def run_katas(
     timeout: float = 1800,
 ) -> subprocess.CompletedProcess[str]:
     """One pytest run over `targets` in the scratch course, under xdist when it is installed."""
-    # Grade mode: the canonical tests (the course's, or the bundle's) count, never a submission's.
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *targets,
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--kata-grade",
-    ]
+    args = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q"]
+    args.append(
+        "--kata-grade"
+    )  # the canonical tests (course or bundle) count, never a submission's
     args += ["--kata-results-dir", str(course / ".kata"), *report_args, *(extra or [])]
     if not _plugin_installed():
         args += ["-p", "harness.plugin"]  # the course copy's harness, found from the cwd
