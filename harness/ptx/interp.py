@@ -241,6 +241,7 @@ def _to_bits(ptype: str, rtype: str) -> Callable[[np.ndarray], np.ndarray]:
 class Control:
     kind: str  # "bra", "exit", "trap"
     target: int = -1
+    uniform: bool = False  # bra.uni: the guard must agree across each warp's threads here
 
 
 Decoded = Exec | Control
@@ -251,7 +252,7 @@ def decode(inst: Instruction, dec: Decoder) -> Decoded:
     if base == "bra":
         if len(inst.operands) != 1:
             raise dec.error(inst, "bra takes one label")
-        return Control("bra", dec.label(inst, inst.operands[0]))
+        return Control("bra", dec.label(inst, inst.operands[0]), "uni" in inst.modifiers)
     if base in ("ret", "exit"):
         return Control("exit")
     if base == "trap":
@@ -382,6 +383,8 @@ def _execute(
     stats = LaunchStats(threads=n)
     insts = kernel.instructions
     all_true = np.ones(n, dtype=np.bool_)
+    nb = b[0] * b[1] * b[2]
+    warp = np.arange(n) // nb * -(-nb // 32) + np.arange(n) % nb // 32  # grid-wide warp number
     with np.errstate(all="ignore"):
         while True:
             live = pc < end
@@ -407,6 +410,8 @@ def _execute(
                 run = at & (~guard if inst.guard_negated else guard)
             if isinstance(step, Control):
                 if step.kind == "bra":
+                    if step.uniform and inst.guard is not None:
+                        _check_uniform(kernel, inst, warp, at, run, g, b)
                     pc[at] += 1
                     pc[run] = step.target
                 elif step.kind == "exit":
@@ -430,6 +435,25 @@ def _execute(
                     ) from None
             pc[at] += 1
     return stats
+
+
+def _check_uniform(
+    kernel: Kernel,
+    inst: Instruction,
+    warp: np.ndarray,
+    at: np.ndarray,
+    run: np.ndarray,
+    g: Dim3,
+    b: Dim3,
+) -> None:
+    """bra.uni promises the branch does not diverge: undefined behaviour on hardware if it does."""
+    split = np.intersect1d(warp[at & run], warp[at & ~run])
+    if split.size:
+        k = int(np.flatnonzero(at & run & (warp == split[0]))[0])
+        raise PtxRuntimeError(
+            f"{kernel.name}: line {inst.line} ({inst.text}): bra.uni diverges: in the warp of "
+            f"{_where(k, g, b)} some threads take it and some do not (a divergent branch is bra)"
+        )
 
 
 def load_module(ptx: str | Module) -> LoadedModule:
