@@ -1,0 +1,145 @@
+"""Public tests of the vector-add kata. Each group is one task of kata.toml.
+
+launch:  launch.py's grid_size and launch_config.
+errors:  cuda_check.h's CUDA_CHECK, compiled with g++ against tests/fake_runtime.h (a stand-in
+         for cuda_runtime.h whose calls fail on demand), so it runs on any machine.
+kernel:  vector_add.cu on the harness's CPU backend (and on a GPU where there is one).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.native.cache import ArtefactCache, hash_parts
+from harness.toolchain import find_tool
+
+HERE = Path(__file__).parent
+
+
+# --------------------------------------------------------------------------- launch
+@pytest.fixture(scope="module")
+def launch(kata):
+    return kata.module("launch")
+
+
+@pytest.mark.parametrize(
+    ("n", "block", "grid"),
+    [(1, 256, 1), (255, 256, 1), (257, 256, 2), (1000, 256, 4), (10**6, 128, 7813), (0, 256, 0)],
+)
+def test_launch_grid_size(launch, n, block, grid):
+    assert launch.grid_size(n, block) == grid
+
+
+def test_launch_grid_size_covers_every_element(launch):
+    for n in (1, 31, 33, 1023, 4097):
+        for block in (32, 100, 256, 1024):
+            grid = launch.grid_size(n, block)
+            assert grid * block >= n > (grid - 1) * block, (n, block, grid)
+
+
+def test_launch_grid_size_rejects_bad_arguments(launch):
+    for n, block, word in [(-1, 256, "n"), (10, 0, "block_size"), (10, 2048, "block_size")]:
+        with pytest.raises(ValueError, match=word):
+            launch.grid_size(n, block)
+    with pytest.raises(ValueError, match="n"):
+        launch.grid_size(2.5, 256)  # a float n is a bug in the caller
+    with pytest.raises(ValueError, match="grid"):
+        launch.grid_size(2**31 * 1024, 1024)  # more blocks than gridDim.x allows
+
+
+def test_launch_config_caps_the_grid_at_the_machine(launch):
+    # A T4 holds 40 SMs x (1024 // 256) = 160 blocks of 256 threads at once.
+    assert launch.launch_config(10**8, 256, "T4") == (160, 256)
+    # An H200: 132 SMs x (2048 // 512) = 528 blocks of 512.
+    assert launch.launch_config(10**8, 512, "H200") == (528, 512)
+    # Small inputs need fewer blocks than that: no idle blocks.
+    assert launch.launch_config(1000, 256, "T4") == (4, 256)
+
+
+def test_launch_config_edge_cases(launch):
+    assert launch.launch_config(0) == (0, 256)
+    assert launch.launch_config(1, 1024, "T4") == (1, 1024)
+    with pytest.raises(ValueError, match="T4"):
+        launch.launch_config(100, 256, "GTX 480")  # the message lists the known devices
+
+
+# --------------------------------------------------------------------------- errors
+@pytest.fixture(scope="module")
+def check_demo(kata) -> Path:
+    """check_demo.cpp + your cuda_check.h, built once (cached by content) with g++."""
+    cxx = find_tool("cxx")
+    if cxx is None:
+        pytest.skip("needs a C++ compiler (g++)")
+    header = kata.source("cuda_check.h")
+    texts = [header.read_text(), (HERE / "fake_runtime.h").read_text()]
+    demo = (HERE / "check_demo.cpp").read_text()
+
+    def produce(tmp: Path) -> None:
+        (tmp / "cuda_check.h").write_text(texts[0])
+        (tmp / "fake_runtime.h").write_text(texts[1])
+        (tmp / "check_demo.cpp").write_text(demo)
+        cmd = [str(cxx), "-O1", "-Wall", "check_demo.cpp", "-o", "check_demo"]
+        proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+        (tmp / "build.log").write_text(proc.stdout + proc.stderr)
+
+    key = hash_parts(["vector-add-check-demo-1", str(cxx), *texts, demo])
+    entry = ArtefactCache().get_or_create(key, produce, label="check_demo")
+    exe = entry.path / "check_demo"
+    if not exe.exists():
+        pytest.fail(
+            "cuda_check.h does not compile with check_demo.cpp:\n"
+            + (entry.path / "build.log").read_text()[-3000:],
+            pytrace=False,
+        )
+    return exe
+
+
+def _run(exe: Path, scenario: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(exe), scenario], capture_output=True, text=True, timeout=10)
+
+
+def _line(marker: str) -> int:
+    """The line of check_demo.cpp that carries `// LINE:<marker>`."""
+    lines = (HERE / "check_demo.cpp").read_text().splitlines()
+    return next(i for i, text in enumerate(lines, 1) if f"// LINE:{marker}" in text)
+
+
+def test_errors_success_passes_through(check_demo):
+    proc = _run(check_demo, "ok")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "else calls=1\n", "the call must run exactly once, and print nothing"
+    assert proc.stderr == ""
+
+
+def test_errors_failure_names_place_error_and_call(check_demo):
+    proc = _run(check_demo, "fail")
+    assert proc.returncode == 1, "CUDA_CHECK must exit(EXIT_FAILURE) on an error"
+    assert "kept going" not in proc.stdout
+    err = proc.stderr
+    assert f"check_demo.cpp:{_line('fail')}" in err, f"file:line of the call: {err!r}"
+    assert "cudaErrorMemoryAllocation" in err and "out of memory" in err, err
+    assert "(2)" in err, f"the error number: {err!r}"
+    assert "fake_call(cudaErrorMemoryAllocation)" in err, f"the call's text (#call): {err!r}"
+
+
+def test_errors_launch_configuration_error(check_demo):
+    proc = _run(check_demo, "launch")
+    assert proc.returncode == 1 and "kept going" not in proc.stdout
+    assert "cudaErrorInvalidConfiguration" in proc.stderr, proc.stderr
+    assert f"check_demo.cpp:{_line('launch')}" in proc.stderr, proc.stderr
+
+
+def test_errors_error_while_the_kernel_ran(check_demo):
+    # The launch itself was fine; the kernel faulted. Only the synchronising call sees it.
+    proc = _run(check_demo, "async")
+    assert proc.returncode == 1 and "kept going" not in proc.stdout
+    assert "cudaErrorIllegalAddress" in proc.stderr, proc.stderr
+
+
+def test_errors_launch_check_calls_both(check_demo):
+    proc = _run(check_demo, "launch-ok")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "last=1 sync=1\n", "CUDA_CHECK_LAUNCH: cudaGetLastError, then sync"
