@@ -1,0 +1,126 @@
+"""Grade mode (`pytest --kata-grade`, `kata grade`): the canonical tests count, not the
+learner's edited tests or conftest files; harness files are checked against the hash manifest
+and a difference is tampering, never a silent grade."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import KataRepo
+from .test_hidden import KEY_HEX, add_kata, last_run, publish, records, run
+
+# A learner's edits that make every public test pass, whatever the code does.
+ASSERT_TRUE = """\
+def test_add():
+    assert True
+
+
+def test_mul():
+    assert True
+
+
+def test_gpu():
+    assert True
+"""
+# ... and a conftest that turns every failure into a pass.
+FORGING_CONFTEST = """\
+import pytest
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    report.outcome = "passed"
+    return report
+"""
+PUBLIC = "katas/phase01/demo/tests/test_calc_demo.py"
+
+
+@pytest.fixture
+def learner(repo: KataRepo, tmp_path: Path) -> Path:
+    add_kata(repo)
+    return publish(repo, tmp_path / "out")[0]
+
+
+def _earned(tree: Path) -> float:
+    return last_run(tree).earned
+
+
+def test_edited_public_tests_and_conftests_do_not_change_the_grade(learner: Path) -> None:
+    assert run(learner, "katas", "--kata-grade").returncode == 1
+    graded = _earned(learner)
+    (learner / PUBLIC).write_text(ASSERT_TRUE)
+    (learner / "katas/phase01/demo/tests/conftest.py").write_text(FORGING_CONFTEST)
+    (learner / "katas/phase01/conftest.py").write_text(FORGING_CONFTEST)
+    run(learner)
+    assert _earned(learner) > graded, "without grade mode the edits do change the points"
+    proc = run(learner, "katas", "--kata-grade")
+    assert proc.returncode == 1, proc.stdout
+    assert _earned(learner) == graded
+    assert records(learner)["test_mul"].outcome == "failed"
+    assert f"grade mode: {PUBLIC}: edited; the published copy is graded instead" in proc.stdout
+    proc = run(learner, "katas", "--kata-grade", "-n", "2")
+    assert _earned(learner) == graded, "the same under xdist"
+
+
+def test_a_stray_test_module_outside_a_kata_is_not_collected(learner: Path) -> None:
+    (learner / "katas" / "test_stray.py").write_text(
+        "import harness.results as r\nr.TaskResult.earned = property(lambda self: self.points)\n"
+    )
+    proc = run(learner, "katas", "--kata-grade")
+    assert proc.returncode == 1 and _earned(learner) < 20, proc.stdout
+
+
+def test_changed_harness_file_is_tampering(learner: Path) -> None:
+    toml = learner / "katas/phase01/demo/kata.toml"
+    toml.write_text(toml.read_text().replace("points = 5", "points = 500"))
+    proc = run(learner, "katas", "--kata-grade")
+    assert proc.returncode == 1
+    assert "TAMPERING: 1 harness file(s) differ from the published ones" in proc.stdout
+    errors = last_run(learner).errors
+    assert errors == ["tampering: katas/phase01/demo/kata.toml: changed since it was published"]
+    assert last_run(learner).status == "error"
+
+
+def test_rewritten_or_deleted_manifest_is_tampering(learner: Path) -> None:
+    manifest = learner / "grading" / "integrity.json"
+    data = json.loads(manifest.read_text())
+    data["files"].pop("katas/phase01/demo/kata.toml")
+    manifest.write_text(json.dumps(data))
+    proc = run(learner, "katas", "--kata-grade")
+    assert "grading/integrity.json: changed since it was published" in proc.stdout
+    manifest.unlink()
+    proc = run(learner, "katas", "--kata-grade")
+    assert proc.returncode == 1
+    assert "grading/integrity.json: deleted (it was published with the bundle)" in proc.stdout
+
+
+def test_grade_mode_needs_a_canonical_source(learner: Path, repo: KataRepo) -> None:
+    proc = run(learner, "katas", "--kata-grade", key=None)
+    assert proc.returncode == 4 and "needs the hidden-test key" in proc.stderr
+    proc = run(learner, "katas", "--kata-grade", "--kata-hidden=off")
+    assert proc.returncode == 4 and "cannot be combined with --kata-hidden=off" in proc.stderr
+    # The instructor tree is canonical by itself: no key needed.
+    proc = run(repo.root, "katas", "--kata-grade", "--kata-impl=solution", key=None)
+    assert proc.returncode == 0, proc.stdout
+    assert {t.name for t in records(repo.root).values() if t.hidden} == {
+        "test_add_hidden",
+        "test_mul_hidden",
+    }
+
+
+def test_kata_grade_command(learner: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KATA_HIDDEN")}
+    cmd = [sys.executable, "-m", "harness.cli", "grade", "--report", "json:out.json"]
+    proc = subprocess.run(cmd, cwd=learner, env={**env, "KATA_HIDDEN_KEY": KEY_HEX},
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert json.loads((learner / "out.json").read_text())["earned"] == _earned(learner)
+    proc = subprocess.run(cmd, cwd=learner, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "needs the hidden-test key" in proc.stderr
