@@ -1,0 +1,163 @@
+"""`kata publish`: the learner and solutions trees, committed as branches of a git repository
+and run from clones of those branches, the leak check, and the real repository's SIMT kata
+(CI's end-to-end check, item 7 of the publishing issue)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.publish.check import normalise, trivial
+
+from .conftest import KataRepo
+from .test_hidden import HIDDEN, KEY_HEX, MARKER, add_kata, records, run
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+def kata_cli(cwd: Path, *args: str, key: str | None = KEY_HEX):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KATA_HIDDEN")}
+    if key is not None:
+        env["KATA_HIDDEN_KEY"] = key
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def clone(repo: Path, branch: str, dest: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", "-b", branch, str(repo), str(dest)], check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    return dest
+
+
+def secret_lines(root: Path) -> set[str]:
+    """Independent of the publisher's own check: non-trivial lines that exist only under
+    solutions/ (no other file of the instructor repository has them)."""
+    sol, public = set(), set()
+    for p in root.rglob("*"):
+        if not p.is_file() or {".git", ".venv", "__pycache__", ".kata", "build"} & set(p.parts):
+            continue
+        try:
+            lines = {normalise(x) for x in p.read_text(encoding="utf-8").splitlines()}
+        except UnicodeDecodeError:
+            continue
+        (sol if "solutions" in p.relative_to(root).parts[:1] else public).update(lines)
+    return {line for line in sol - public if not trivial(line)}
+
+
+def assert_no_secret_lines(tree: Path, secrets: set[str]) -> None:
+    assert secrets, "there is something to leak"
+    for p in tree.rglob("*"):
+        if p.is_file() and ".git" not in p.parts:
+            text = p.read_bytes().decode("utf-8", errors="replace")
+            found = secrets & {normalise(x) for x in text.splitlines()}
+            assert not found, f"{p.relative_to(tree)} holds lines of solutions/: {found}"
+
+
+@needs_git
+def test_publish_to_branches_and_run_both(repo: KataRepo, tmp_path: Path) -> None:
+    add_kata(repo)
+    target = tmp_path / "course.git"
+    proc = kata_cli(repo.root, "publish", "--out", str(tmp_path / "out"), "--repo", str(target))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 hidden test functions sealed with key" in proc.stdout
+    learner = clone(target, "learner", tmp_path / "learner")
+    solutions = clone(target, "solutions", tmp_path / "solutions")
+    assert not (learner / "solutions").exists()
+    assert {p.name for p in (learner / "grading").iterdir()} == {"hidden.bundle", "integrity.json"}
+    assert_no_secret_lines(learner, secret_lines(repo.root))
+    assert (solutions / "katas/phase01/demo/calc.py").read_text() == (
+        repo.root / "solutions/phase01/demo/calc.py"
+    ).read_text()
+    assert MARKER in (solutions / "solutions/phase01/demo/tests/helpers.py").read_text()
+    # learner: stubs fail cleanly (no errors), hidden tests run with the key.
+    proc = run(learner)
+    assert proc.returncode == 1, proc.stdout
+    recs = records(learner)
+    assert recs["test_add"].outcome == "not_started" and recs["test_add_hidden"].hidden
+    assert "error" not in {t.outcome for t in recs.values()}
+    # solutions: everything passes, hidden tests in the clear, no key needed.
+    proc = run(solutions, key=None)
+    assert proc.returncode == 0, proc.stdout
+    assert {t.outcome for t in records(solutions).values()} == {"passed", "skipped"}
+    assert records(solutions)["test_mul_hidden"].outcome == "passed"
+    # A second publish is one more commit on each branch.
+    kata_cli(repo.root, "publish", "--out", str(tmp_path / "out"), "--repo", str(target))
+    log = subprocess.run(["git", "-C", str(target), "rev-list", "--count", "learner"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert log.stdout.strip() == "2"
+
+
+def test_check_finds_a_leaked_line(repo: KataRepo, tmp_path: Path) -> None:
+    add_kata(repo)
+    out = tmp_path / "out"
+    assert kata_cli(repo.root, "publish", "--out", str(out)).returncode == 0
+    proc = kata_cli(repo.root, "publish", "--out", str(out), "--check")
+    assert proc.returncode == 0 and "no line of reference code" in proc.stdout
+    readme = out / "learner" / "katas/phase01/demo/README.md"
+    leaked = 'assert calc.mul(7, 6) == 42, "mul(7, 6) should be 42"'
+    readme.write_text(f"# Demo\n\nTry this:\n\n        {leaked}\n")
+    (out / "learner" / "notes.py").write_text("def f():\n    secret_operand = big()\n")
+    proc = kata_cli(repo.root, "publish", "--out", str(out), "--check")
+    assert proc.returncode == 1
+    hidden = "solutions/phase01/demo/tests/test_hidden_demo.py"
+    line = 1 + [x.strip() for x in HIDDEN.splitlines()].index(leaked)
+    assert f"katas/phase01/demo/README.md:5: repeats {hidden}:{line}" in proc.stderr
+    assert f"notes.py:2: repeats {hidden}:12" in proc.stderr
+
+
+def test_publish_errors_are_named(repo: KataRepo, tmp_path: Path) -> None:
+    add_kata(repo)
+    out = str(tmp_path / "out")
+    proc = kata_cli(repo.root, "publish", "--out", out, key=None)
+    assert proc.returncode == 2 and "no hidden-test key: set KATA_HIDDEN_KEY" in proc.stderr
+    proc = kata_cli(repo.root, "publish", "--out", out, "--katas", "nope")
+    assert proc.returncode == 2 and "no kata nope (katas: demo)" in proc.stderr
+    key = tmp_path / "keys" / "course.key"
+    proc = kata_cli(repo.root, "publish", "--out", out, "--new-key", str(key), key=None)
+    assert proc.returncode == 0 and key.stat().st_mode & 0o777 == 0o600
+    proc = kata_cli(repo.root, "publish", "--out", out, "--new-key", str(key), key=None)
+    assert proc.returncode == 2 and "the file exists; pass it as --key-file" in proc.stderr
+    repo.write("solutions/phase01/demo/tests/expected.json", "{}")
+    proc = kata_cli(repo.root, "publish", "--out", out)
+    assert proc.returncode == 2
+    assert "solutions/phase01/demo/tests/expected.json: hidden test directories may hold " \
+        "Python modules only" in proc.stderr  # fmt: skip
+    (repo.root / "solutions/phase01/demo/tests/expected.json").unlink()
+    repo.write(
+        "solutions/phase01/demo/tests/conftest.py", "def pytest_configure(config):\n    pass\n"
+    )
+    proc = kata_cli(repo.root, "publish", "--out", out)
+    assert proc.returncode == 2 and "conftest.py: defines pytest_configure" in proc.stderr
+
+
+@needs_git
+def test_real_repository_simt_publishes_and_runs(tmp_path: Path) -> None:
+    """The project's own SIMT kata through publish, both branches, under the published harness."""
+    if not (REPO_ROOT / "solutions/phase01/simt/tests").is_dir():
+        pytest.skip("no SIMT kata in this checkout")
+    target = tmp_path / "course.git"
+    proc = kata_cli(REPO_ROOT, "publish", "--katas", "simt", "--out", str(tmp_path / "out"),
+                    "--repo", str(target))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    learner = clone(target, "learner", tmp_path / "learner")
+    solutions = clone(target, "solutions", tmp_path / "solutions")
+    assert (learner / "harness/plugin.py").is_file() and not (learner / "harness/tests").exists()
+    assert sorted(p.name for p in (learner / "katas").glob("*/*")) == ["simt"]
+    assert_no_secret_lines(learner, secret_lines(REPO_ROOT))
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    proc = run(learner, TMPDIR=str(tmp))
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    recs = records(learner)
+    hidden = [t for t in recs.values() if t.hidden]
+    assert hidden and {t.outcome for t in recs.values()} == {"not_started"}
+    assert not [p for p in tmp.rglob("*") if p.is_file()], "nothing left in the temp dir"
+    proc = run(solutions, key=None)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "total: 100/100 points" in proc.stdout
