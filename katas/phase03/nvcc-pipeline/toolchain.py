@@ -2,8 +2,8 @@
 
 Every function returns exactly what the tool prints, so your parsers see the real thing. Builds
 go through the harness's content-addressed cache (``.kata/build-cache``): a source is compiled
-once per set of options, ever, however many tests ask. ``cuobjdump`` is cheap and not cached on
-disk, only in this process.
+once per set of options, ever, however many tests ask; ``cuobjdump``'s output is cached the
+same way.
 
     dryrun("questions.cu", ["-c", "-arch=sm_75"])   # nvcc --dryrun: the stages, not run
     ptxas_log("questions.cu", "sm_90")               # nvcc -cubin -Xptxas -v: resource report
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.cuda.static import compile_cubin, compile_ptx, sass
-from harness.native.cache import ArtefactCache
-from harness.toolchain import require_tool
+from harness.native.cache import ArtefactCache, hash_parts
+from harness.toolchain import require_tool, tool_version_text
 
 __all__ = ["CACHE", "KATA_DIR", "dryrun", "ptx", "ptxas_log", "sass_text"]
 
@@ -79,4 +79,12 @@ def sass_text(source: Source, arch: str = "sm_75", options: Sequence[str] = ()) 
 
 @functools.cache
 def _sass(cubin: str) -> str:
-    return sass(Path(cubin))
+    # Kept in the build cache too, keyed by the cubin's bytes: every test process reads it.
+    data = Path(cubin).read_bytes()
+    key = hash_parts(["nvcc-pipeline-sass", tool_version_text("cuobjdump"), data.hex()])
+
+    def produce(tmp: Path) -> None:
+        (tmp / "sass.txt").write_text(sass(Path(cubin)), encoding="utf-8")
+
+    entry = CACHE.get_or_create(key, produce, label=f"cuobjdump --dump-sass {Path(cubin).name}")
+    return (entry.path / "sass.txt").read_text(encoding="utf-8")

@@ -155,12 +155,11 @@ def same_as_harness(resources, log: str) -> None:
             assert getattr(r, mine) == want, f"{name}.{mine}: got {getattr(r, mine)}, want {want}"
 
 
-@pytest.mark.parametrize("arch", [SM75, SM90])
-def test_resources_hidden_device_functions(resources, tc, kernels_cu, arch):
+def test_resources_hidden_device_functions(resources, tc, kernels_cu):
     """Shortcut: attaching every "Function properties" block to the last kernel. Under -G the
     non-inlined atomicAdd helper (a device function) reports 20 bytes of spill stores after
     the last kernel's report: they are not that kernel's."""
-    log = tc.ptxas_log(kernels_cu, arch, ["-G"])
+    log = tc.ptxas_log(kernels_cu, SM75, ["-G"])
     assert re.search(r"Function properties for (?!.*Compiling)\S*atomicAdd", log)
     same_as_harness(resources, log)
 
@@ -398,12 +397,11 @@ def test_sass_hidden_fatbin_with_two_archs(sass, tc, kernels_cu, fatbin_dump):
             assert as_tuples(f.instructions) == as_tuples(alone[f.name]), f"{arch} {f.name}"
 
 
-@pytest.mark.parametrize("arch", [SM75, SM90])
-def test_sass_hidden_device_debug_dump(sass, tc, kernels_cu, arch):
+def test_sass_hidden_device_debug_dump(sass, tc, kernels_cu):
     """Shortcuts: counting the encoding lines or the header lines as instructions, a predicate
     regex that misses uniform predicates (@UP0) or negation (@!PT), a classify that knows only
     the public examples' opcodes. -G code is long and uses many more opcodes."""
-    text = tc.sass_text(kernels_cu, arch, ["-G"])
+    text = tc.sass_text(kernels_cu, SM75, ["-G"])
     theirs = static.parse_sass(text)
     for f in sass.parse_sass(text):
         assert as_tuples(f.instructions) == as_tuples(theirs[f.name]), f.name
