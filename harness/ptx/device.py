@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -113,7 +114,14 @@ def _child(d: Path) -> None:
     with np.load(d / "args.npz") as f:
         args = {k: f[k] for k in f.files}
     cu = _driver()
-    _check(cu, "cuInit", cu.cuInit(0))
+    # The driver reserves far more address space than it uses; a sandbox's RLIMIT_AS breaks it.
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY and soft != hard:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    status = cu.cuInit(0)
+    if status != 0 and resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY:
+        raise DeviceError(f"cuInit failed ({status}) under RLIMIT_AS: run without a memory limit")
+    _check(cu, "cuInit", status)
     dev, ctx = ctypes.c_int(), ctypes.c_void_p()
     _check(cu, "cuDeviceGet", cu.cuDeviceGet(ctypes.byref(dev), 0))
     _check(cu, "cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev))
