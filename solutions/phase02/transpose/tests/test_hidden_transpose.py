@@ -1,0 +1,83 @@
+"""Hidden tests of the transpose kata: shortcuts that pass the public tests.
+
+Examples are derandomized, so a grade never depends on luck.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def sectors(kata):
+    return kata.module("sectors")
+
+
+@pytest.fixture(scope="module")
+def banks(kata):
+    return kata.module("banks")
+
+
+lane_address = st.one_of(st.none(), st.integers(0, 4096))
+
+
+# --------------------------------------------------------------------------- sectors
+@SETTINGS
+@given(
+    addrs=st.lists(lane_address, min_size=32, max_size=32),
+    size=st.sampled_from([1, 2, 4, 8, 16]),
+)
+def test_sectors_any_warp_access(sectors, addrs, size):
+    """Unaligned addresses and every access size. Catches: counting a // 32 per lane (an
+    8-byte load at byte 28 touches sectors 0 and 1), and counting the span max - min instead of
+    the sectors actually touched."""
+    live = [a for a in addrs if a is not None]
+    touched = {b // 32 for a in live for b in range(a, a + size)}
+    assert sectors.sectors(addrs, size) == len(touched)
+    useful = len({b for a in live for b in range(a, a + size)})
+    want = useful / (32 * len(touched)) if touched else 1.0
+    assert sectors.efficiency(addrs, size) == pytest.approx(want)
+
+
+def test_sectors_straddling_loads(sectors):
+    """Catches the a // 32 shortcut on the smallest case: one lane, one straddling load."""
+    assert sectors.sectors([28], size=8) == 2
+    assert sectors.sectors([24], size=8) == 1
+    assert sectors.efficiency([28], size=8) == pytest.approx(8 / 64)
+
+
+# --------------------------------------------------------------------------- banks
+@SETTINGS
+@given(
+    addrs=st.lists(
+        st.one_of(st.none(), st.integers(0, 1024).map(lambda w: 4 * w)), min_size=32, max_size=32
+    )
+)
+def test_banks_any_warp_access(banks, addrs):
+    """Arbitrary patterns. Catches: a formula for strided access (32 // gcd(stride, 32)) instead
+    of counting, and counting lanes per bank instead of distinct words per bank."""
+    words: dict[int, set[int]] = defaultdict(set)
+    for a in addrs:
+        if a is not None:
+            words[(a // 4) % 32].add(a // 4)
+    assert banks.conflict_degree(addrs) == max((len(w) for w in words.values()), default=0)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 8, 31, 32, 33, 48, 63, 64, 65, 96, 97])
+def test_banks_column_reads_of_any_width(banks, width):
+    """Catches: column_read_degree special-casing 32 and 33."""
+    from math import gcd
+
+    assert banks.column_read_degree(width) == gcd(width, 32)
