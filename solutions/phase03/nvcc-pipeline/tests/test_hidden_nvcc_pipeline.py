@@ -293,8 +293,9 @@ def ours(lineinfo, ptx: str) -> list[tuple[str, int, str, int]]:
 
 def test_lineinfo_hidden_device_debug(lineinfo, tc, kernels_cu):
     """Shortcuts: losing track of the function at the inner braces of a call sequence
-    (`{ .param .b64 param0; ... call.uni ... }`), and skipping non-kernel `.func` bodies.
-    -G PTX has both, and four .file entries."""
+    (`{ .param .b64 param0; ... call.uni ... }`), skipping non-kernel `.func` bodies, and
+    carrying the last .loc of one function into the next. -G PTX has all three, and four
+    .file entries."""
     ptx = tc.ptx(kernels_cu, SM75, ["-G"])
     assert re.search(r"^\s*\.func", ptx, re.M) and "call.uni" in ptx
     assert len(lineinfo.parse_files(ptx)) == len(re.findall(r"^\s*\.file", ptx, re.M))
@@ -398,9 +399,8 @@ def test_sass_hidden_fatbin_with_two_archs(sass, tc, kernels_cu, fatbin_dump):
 
 
 def test_sass_hidden_device_debug_dump(sass, tc, kernels_cu):
-    """Shortcuts: counting the encoding lines or the header lines as instructions, a predicate
-    regex that misses uniform predicates (@UP0) or negation (@!PT), a classify that knows only
-    the public examples' opcodes. -G code is long and uses many more opcodes."""
+    """Shortcuts: counting the encoding lines or the header lines as instructions, a classify
+    that knows only the public examples' opcodes. -G code is long, with many more opcodes."""
     text = tc.sass_text(kernels_cu, SM75, ["-G"])
     theirs = static.parse_sass(text)
     for f in sass.parse_sass(text):
