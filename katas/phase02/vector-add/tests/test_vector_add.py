@@ -3,7 +3,7 @@
 launch:  launch.py's grid_size and launch_config.
 errors:  cuda_check.h's CUDA_CHECK, compiled with g++ against tests/fake_runtime.h (a stand-in
          for cuda_runtime.h whose calls fail on demand), so it runs on any machine.
-kernel:  vector_add.cu on the harness's CPU backend (and on a GPU where there is one).
+kernel:  vector_add.cu compiled to PTX by nvcc and run on the harness's PTX interpreter.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from harness import KataTodo
+from harness.cuda import static
 from harness.native.cache import ArtefactCache, hash_parts
+from harness.ptx import load_module
 from harness.toolchain import find_tool
 
 HERE = Path(__file__).parent
@@ -143,3 +147,86 @@ def test_errors_launch_check_calls_both(check_demo):
     proc = _run(check_demo, "launch-ok")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "last=1 sync=1\n", "CUDA_CHECK_LAUNCH: cudaGetLastError, then sync"
+
+
+# --------------------------------------------------------------------------- kernel
+SENTINEL = np.float32(-7.25)  # what output elements hold before the kernel runs
+
+
+class Kernels:
+    """vector_add.cu compiled to PTX by nvcc (cached) and run on the harness's PTX interpreter:
+    every thread of the grid, with bounds-checked global memory (an access past the end of an
+    array is an error naming the thread and the PTX line)."""
+
+    def __init__(self, source: Path) -> None:
+        ptx = static.compile_ptx(source, "sm_75", cache=ArtefactCache())
+        self.module = load_module(ptx)
+        readable = static.demangle(self.module.kernels)
+        self.names = {full.split("(")[0].split()[-1]: name for name, full in readable.items()}
+
+    def launch(self, kernel: str, args: list, grid: int, block: int) -> None:
+        if kernel not in self.names:
+            raise AssertionError(f"vector_add.cu has no kernel {kernel!r}: {sorted(self.names)}")
+        self.module.launch(self.names[kernel], args, (grid, 1, 1), (block, 1, 1), max_steps=10**6)
+
+
+@pytest.fixture(scope="module")
+def vadd(kata):
+    return Kernels(kata.source("vector_add.cu"))
+
+
+def _inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+
+
+def run_vector_add(vadd, n: int, grid: int, block: int) -> np.ndarray:
+    """c after vector_add(a, b, c, n) on exactly-sized buffers (an access past n is an error)."""
+    a, b = _inputs(max(n, 1))
+    c = np.full(max(n, 1), SENTINEL, dtype=np.float32)
+    vadd.launch("vector_add", [a, b, c, np.int32(n)], grid, block)
+    if n > 0 and np.all(c == SENTINEL):
+        raise KataTodo("vector_add wrote nothing yet")
+    if n > 0:
+        missing = np.flatnonzero(c != a + b)
+        assert missing.size == 0, (
+            f"n={n}, grid={grid}, block={block}: {missing.size} elements wrong, "
+            f"first at index {missing[0]} (got {c[missing[0]]}, want {a[missing[0]] + b[missing[0]]})"
+        )
+    return c
+
+
+def test_kernel_one_thread_per_element(vadd):
+    # 4 blocks x 256 = 1024 threads for 1000 elements: the last 24 threads must do nothing.
+    run_vector_add(vadd, 1000, 4, 256)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 1023, 4097, 65543])
+def test_kernel_sizes_that_are_not_multiples(vadd, n):
+    run_vector_add(vadd, n, (n + 127) // 128, 128)
+
+
+def test_kernel_grid_smaller_than_the_data(vadd):
+    # 8 blocks of 128 = 1024 threads for 100 000 elements: each thread does ~98 of them.
+    run_vector_add(vadd, 100_000, 8, 128)
+
+
+def test_kernel_more_threads_than_elements(vadd):
+    run_vector_add(vadd, 10, 4, 256)
+
+
+def test_kernel_n_zero_touches_nothing(vadd):
+    c = run_vector_add(vadd, 0, 1, 64)
+    assert c[0] == SENTINEL, "with n == 0 the kernel must not write c[0]"
+
+
+def test_kernel_saxpy(vadd):
+    # One block of 256 threads for 5000 elements: the grid-stride loop does all the work.
+    n = 5000
+    x, y = _inputs(n, seed=1)
+    want = np.float32(2.5) * x + y
+    out = y.copy()
+    vadd.launch("saxpy", [np.float32(2.5), x, out, np.int32(n)], 1, 256)
+    if np.array_equal(out, y):
+        raise KataTodo("saxpy left y unchanged")
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)

@@ -5,6 +5,7 @@ Examples are derandomized, so a grade never depends on luck.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -61,3 +62,51 @@ def test_launch_config_never_exceeds_the_machine(launch, n, block, device):
     grid, got_block = launch.launch_config(n, block, device)
     assert got_block == block
     assert grid == min(-(-n // block), dev.sms * max(1, dev.max_threads_per_sm // block))
+
+
+# --------------------------------------------------------------------------- kernel
+@pytest.fixture(scope="module")
+def vadd(kata):
+    from harness.cuda import static
+    from harness.native.cache import ArtefactCache
+    from harness.ptx import load_module
+
+    module = load_module(
+        static.compile_ptx(kata.source("vector_add.cu"), "sm_75", cache=ArtefactCache())
+    )
+    readable = static.demangle(module.kernels)
+    names = {full.split("(")[0].split()[-1]: name for name, full in readable.items()}
+
+    def launch(kernel, args, grid, block):
+        module.launch(names[kernel], args, (grid, 1, 1), (block, 1, 1), max_steps=10**6)
+
+    return launch
+
+
+def test_kernel_saxpy_many_blocks(vadd):
+    """Catches: a stride of blockDim.x instead of blockDim.x * gridDim.x. vector_add still gives
+    the right c (every block redoes the tail of the array, writing the same values), but saxpy
+    updates y in place, so each extra visit adds alpha * x again."""
+    n = 20_000
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    out = y.copy()
+    vadd("saxpy", [np.float32(-1.5), x, out, np.int32(n)], 16, 128)
+    np.testing.assert_allclose(out, np.float32(-1.5) * x + y, rtol=1e-6, atol=1e-6)
+
+
+@SETTINGS
+@given(
+    n=st.integers(0, 5000),
+    block=st.sampled_from([1, 32, 96, 100, 256, 1024]),
+    grid=st.integers(1, 40),
+)
+def test_kernel_any_grid_any_n(vadd, n, block, grid):
+    """Any grid covers any n, also with block sizes that are not a multiple of 32. Catches: an
+    index from threadIdx.x alone, and loops that assume blockDim.x == 256."""
+    size = max(n, 1)
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(size, dtype=np.float32), rng.standard_normal(size, dtype=np.float32)
+    c = np.zeros(size, dtype=np.float32)
+    vadd("vector_add", [a, b, c, np.int32(n)], grid, block)
+    np.testing.assert_array_equal(c[:n], (a + b)[:n])
