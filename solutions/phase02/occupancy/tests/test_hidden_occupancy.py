@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from harness.cuda import static
@@ -24,6 +24,7 @@ SETTINGS = settings(
     deadline=None,
     derandomize=True,
     database=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a wrong answer fails fast
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 SETTINGS = settings(
@@ -16,6 +16,7 @@ SETTINGS = settings(
     deadline=None,
     derandomize=True,
     database=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a wrong answer fails fast
     suppress_health_check=[HealthCheck.too_slow],
 )
 
