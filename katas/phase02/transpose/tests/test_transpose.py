@@ -2,11 +2,23 @@
 
 sectors: sectors.py, the 32-byte sector model of a warp's global-memory access.
 banks:   banks.py, the 32-bank model of a warp's shared-memory access.
+naive, tiled, padded: the kernels of transpose.cu, their results and their global traffic.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
 import pytest
+
+from harness import KataTodo
+from harness.cuda import static
+from harness.native.cache import ArtefactCache
+
+HERE = Path(__file__).parent
 
 WARP = range(32)
 
@@ -102,3 +114,93 @@ def test_banks_inactive_lanes_and_bad_input(banks):
         banks.conflict_degree([2])  # not 4-byte aligned
     with pytest.raises(ValueError):
         banks.column_read_degree(32, column=32)
+
+
+# --------------------------------------------------------------------------- kernels
+# transpose.cu runs on a CPU stand-in for CUDA (tests/cpu_cuda.h, built with clang so that
+# every global load and store is traced): the 32 lanes of a warp executing one load or store
+# are one request, and the trace counts the 32-byte sectors each request touches.
+_spec = importlib.util.spec_from_file_location("_transpose_cpu_build", HERE / "cpu_build.py")
+cpu_build = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(cpu_build)  # registered first: its dataclass looks itself up there
+
+SENTINEL = np.float32(-9.5)
+
+
+@pytest.fixture(scope="module")
+def lib(kata):
+    return cpu_build.TransposeLib(kata.source("transpose.cu"))
+
+
+def transpose(lib, kernel: str, rows: int, cols: int, reverse: bool = False):
+    """Run `kernel` on a random rows x cols matrix; check out == in.T; return the Traffic."""
+    src = cpu_build.aligned((rows, cols))
+    src[...] = np.random.default_rng(rows * cols).standard_normal((rows, cols))
+    out = cpu_build.aligned((cols, rows), SENTINEL)
+    traffic = lib.run(kernel, src, out, reverse=reverse)
+    if np.all(out == SENTINEL):
+        raise KataTodo(f"{kernel} wrote nothing yet")
+    bad = np.argwhere(out != src.T)
+    order = ", threads in reverse order" if reverse else ""
+    assert bad.size == 0, (
+        f"{kernel}{order}, {rows} x {cols}: {len(bad)} of {out.size} elements wrong, first "
+        f"out[{bad[0][0]}][{bad[0][1]}] = {out[tuple(bad[0])]}, want in[{bad[0][1]}][{bad[0][0]}]"
+    )
+    return traffic
+
+
+def test_naive_transposes(lib):
+    transpose(lib, "transpose_naive", 64, 96)
+    transpose(lib, "transpose_naive", 37, 50)  # partial tiles: guard both coordinates
+
+
+def test_naive_traffic(lib):
+    t = transpose(lib, "transpose_naive", 64, 96)
+    # Rows of `in` are read 32 floats at a time (4 sectors); columns of `out` are written one
+    # float per sector: 32 sectors per request.
+    assert t.load_efficiency == pytest.approx(1.0), t
+    assert t.store_efficiency == pytest.approx(0.125), t
+    assert t.store_requests == 64 * 96 // 32, t
+
+
+def check_tiled(lib, kernel: str) -> None:
+    transpose(lib, kernel, 64, 96)
+    transpose(lib, kernel, 37, 50)
+    transpose(lib, kernel, 64, 96, reverse=True)  # only right in one order: a missing barrier
+
+
+def check_traffic(lib, kernel: str) -> None:
+    t = transpose(lib, kernel, 64, 96)
+    assert t.load_efficiency == pytest.approx(1.0), f"{kernel} loads: {t}"
+    assert t.store_efficiency == pytest.approx(1.0), f"{kernel} stores: {t}"
+    # Each element is read once and written once: 4 sectors per 32 floats, both ways.
+    assert t.load_sectors == t.store_sectors == 64 * 96 // 8, t
+
+
+def test_tiled_transposes(lib):
+    check_tiled(lib, "transpose_tiled")
+
+
+def test_tiled_traffic(lib):
+    check_traffic(lib, "transpose_tiled")
+
+
+def test_padded_transposes(lib):
+    check_tiled(lib, "transpose_padded")
+
+
+def test_padded_traffic(lib):
+    check_traffic(lib, "transpose_padded")
+
+
+@pytest.mark.needs("nvcc")
+def test_padded_tile_shape(kata):
+    """ptxas: the tiled kernel keeps a 32 x 32 float tile, the padded one 32 x 33."""
+    res = static.ptxas_resources(kata.source("transpose.cu"), "sm_75", cache=ArtefactCache())
+    tiled, padded = res["transpose_tiled"].shared_bytes, res["transpose_padded"].shared_bytes
+    if padded == 0:
+        raise KataTodo("transpose_padded has no shared tile yet")
+    assert tiled == 32 * 32 * 4, f"transpose_tiled: {tiled} bytes of shared memory, want 4096"
+    assert padded == 32 * 33 * 4, (
+        f"transpose_padded: {padded} bytes of shared memory; a [32][33] float tile is 4224"
+    )

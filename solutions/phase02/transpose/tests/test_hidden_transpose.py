@@ -5,8 +5,11 @@ Examples are derandomized, so a grade never depends on luck.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections import defaultdict
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -82,3 +85,56 @@ def test_banks_column_reads_of_any_width(banks, width):
     from math import gcd
 
     assert banks.column_read_degree(width) == gcd(width, 32)
+
+
+# --------------------------------------------------------------------------- kernels
+@pytest.fixture(scope="module")
+def lib(kata):
+    name = "_transpose_cpu_build_hidden"
+    spec = importlib.util.spec_from_file_location(name, kata.dir / "tests" / "cpu_build.py")
+    module = sys.modules.setdefault(name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module, module.TransposeLib(kata.source("transpose.cu"))
+
+
+def check(lib, kernel, rows, cols, reverse):
+    build, transposer = lib
+    src = build.aligned((rows, cols))
+    src[...] = np.random.default_rng(rows + 1000 * cols).standard_normal((rows, cols))
+    out = build.aligned((cols, rows), -1.0)
+    traffic = transposer.run(kernel, src, out, reverse=reverse)
+    np.testing.assert_array_equal(out, src.T, err_msg=f"{kernel} {rows} x {cols}")
+    return traffic
+
+
+KERNEL_SETTINGS = settings(SETTINGS, max_examples=12)
+shapes = st.tuples(st.integers(1, 80), st.integers(1, 80))
+
+
+@KERNEL_SETTINGS
+@given(shape=shapes)
+def test_naive_any_shape(lib, shape):
+    """Catches: bounds checked as x < rows or y < cols (right for square matrices only)."""
+    check(lib, "transpose_naive", *shape, reverse=False)
+
+
+@KERNEL_SETTINGS
+@given(shape=shapes, reverse=st.booleans())
+def test_tiled_any_shape(lib, shape, reverse):
+    """Catches: the phase-2 guard copied from phase 1 (x < cols instead of x < rows), and the
+    phase-2 coordinates left as (bx, by) instead of swapped -- right for one square tile."""
+    check(lib, "transpose_tiled", *shape, reverse)
+
+
+@KERNEL_SETTINGS
+@given(shape=shapes, reverse=st.booleans())
+def test_padded_any_shape(lib, shape, reverse):
+    """The same shapes for the padded kernel; catches the same shortcuts there."""
+    check(lib, "transpose_padded", *shape, reverse)
+
+
+def test_padded_traffic_on_a_square_matrix(lib):
+    """Catches: a padded kernel that reads the tile by rows and writes `out` by columns (no
+    bank conflicts, but the stores are uncoalesced again) -- 128 x 128, every request full."""
+    t = check(lib, "transpose_padded", 128, 128, reverse=False)
+    assert t.store_efficiency == pytest.approx(1.0) and t.load_efficiency == pytest.approx(1.0)
