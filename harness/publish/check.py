@@ -3,12 +3,13 @@
 Every line of every file under a published kata's ``solutions/`` mirror is normalised (outer
 and repeated whitespace collapsed, a trailing comment dropped) and fingerprinted, the way
 nbgrader checksums its solution cells; trivial lines are left out (blank, comments, imports,
-lines with fewer than 12 letters and digits). So are the lines the reference shares with its own
-public skeleton, because the stub and the public tests are published on purpose: a reference
-file's lines that are also in the stub of the same name (signatures, docstrings), and a hidden
-test's lines that are also in the kata's public tests (fixtures such as ``kata.module(...)``),
-and idioms the published harness itself uses (``@dataclass(frozen=True)``).
-Every remaining fingerprint is a secret; any line of the learner tree that has one is a leak.
+lines with fewer than 12 letters and digits). So are lines that a published *code* file of the
+instructor tree also has (a stub's signatures and docstrings, a fixture the public tests share,
+``@pytest.mark.parametrize(``, ``int i = blockIdx.x * blockDim.x + threadIdx.x;``): code that
+is published is published on purpose, and whether a stub already solves its task is what
+``kata verify`` checks. Every other fingerprint is a secret. Any line of the learner tree that
+has one is a leak: a builder bug, a plaintext hidden test where it should not be, or a worked
+example in a README, a ``kata.toml`` hint or ``docs/`` that quotes the reference.
 """
 
 from __future__ import annotations
@@ -58,27 +59,38 @@ def _norms(paths: list[Path]) -> set[str]:
     return {normalise(line) for p in paths for line in _lines(p)}
 
 
+CODE_SUFFIXES = {".py", ".c", ".h", ".cc", ".cpp", ".hpp", ".cu", ".cuh", ".ptx", ".s",
+                 ".rs", ".go", ".ts", ".js", ".sh"}  # fmt: skip
+_NOT_PUBLISHED = {"solutions", "tests", "benchmarks", "__pycache__", ".venv", ".git", "build"}
+
+
+def published_code(root: Path) -> set[str]:
+    """Normalised lines of the code files publish ships (katas/ and the harness)."""
+    paths = []
+    for top in ("katas", "harness"):
+        for p in sorted((root / top).rglob("*")):
+            rel = p.relative_to(root).parts
+            skip = _NOT_PUBLISHED - {"tests"} if top == "katas" else _NOT_PUBLISHED
+            if p.is_file() and p.suffix in CODE_SUFFIXES and not skip & set(rel):
+                paths.append(p)
+    return _norms(paths)
+
+
 def secrets(root: Path, manifests: list[Manifest]) -> dict[str, str]:
     """Fingerprint -> where it comes from (``solutions/phase01/simt/simt.py:42``)."""
     out: dict[str, str] = {}
-    common = _norms(
-        [p for p in sorted((root / "harness").rglob("*.py"))
-         if not {"tests", "benchmarks", "__pycache__"} & set(p.relative_to(root).parts)]
-    )  # fmt: skip
+    public = published_code(root)
     for m in manifests:
         mirror = solution_dir(m.dir)
         if mirror is None:
             continue
-        public_tests = _norms(sorted((m.dir / "tests").rglob("*.py")))
         for p in sorted(mirror.rglob("*")):
             if not p.is_file() or "__pycache__" in p.parts:
                 continue
-            rel = p.relative_to(mirror)
-            skeleton = public_tests if rel.parts[0] == "tests" else _norms([m.dir / rel])
             origin = p.relative_to(root).as_posix()
             for i, line in enumerate(_lines(p), 1):
                 norm = normalise(line)
-                if not trivial(norm) and norm not in skeleton and norm not in common:
+                if not trivial(norm) and norm not in public:
                     out.setdefault(fingerprint(norm), f"{origin}:{i}")
     return out
 
