@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from harness import KataTodo
+
 SETTINGS = settings(
     max_examples=25,
     deadline=None,
@@ -37,6 +39,8 @@ def check(lib, kernel, n, grid, block, reverse):
     owner = (np.arange(n) // block) % grid
     want = np.bincount(owner, weights=data.astype(np.float64), minlength=grid)
     got = lib.run(kernel, data, grid, block, reverse=reverse)
+    if np.all(np.isnan(got)):
+        raise KataTodo(f"{kernel} wrote nothing yet")
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=f"{n=} {grid=} {block=}")
 
 

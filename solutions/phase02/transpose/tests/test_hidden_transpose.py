@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from harness import KataTodo
+
 SETTINGS = settings(
     max_examples=200,
     deadline=None,
@@ -103,6 +105,8 @@ def check(lib, kernel, rows, cols, reverse):
     src[...] = np.random.default_rng(rows + 1000 * cols).standard_normal((rows, cols))
     out = build.aligned((cols, rows), -1.0)
     traffic = transposer.run(kernel, src, out, reverse=reverse)
+    if np.all(out == -1.0):
+        raise KataTodo(f"{kernel} wrote nothing yet")
     np.testing.assert_array_equal(out, src.T, err_msg=f"{kernel} {rows} x {cols}")
     return traffic
 

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from harness import KataTodo
+
 SETTINGS = settings(
     max_examples=40,
     deadline=None,
@@ -93,6 +95,8 @@ def test_kernel_saxpy_many_blocks(vadd):
     x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     out = y.copy()
     vadd("saxpy", [np.float32(-1.5), x, out, np.int32(n)], 16, 128)
+    if np.array_equal(out, y):
+        raise KataTodo("saxpy left y unchanged")
     np.testing.assert_allclose(out, np.float32(-1.5) * x + y, rtol=1e-6, atol=1e-6)
 
 
@@ -108,6 +112,8 @@ def test_kernel_any_grid_any_n(vadd, n, block, grid):
     size = max(n, 1)
     rng = np.random.default_rng(n)
     a, b = rng.standard_normal(size, dtype=np.float32), rng.standard_normal(size, dtype=np.float32)
-    c = np.zeros(size, dtype=np.float32)
+    c = np.full(size, np.nan, dtype=np.float32)
     vadd("vector_add", [a, b, c, np.int32(n)], grid, block)
+    if n > 0 and np.all(np.isnan(c)):
+        raise KataTodo("vector_add wrote nothing yet")
     np.testing.assert_array_equal(c[:n], (a + b)[:n])
