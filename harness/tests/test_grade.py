@@ -124,3 +124,29 @@ def test_kata_grade_command(learner: Path) -> None:
     assert json.loads((learner / "out.json").read_text())["earned"] == _earned(learner)
     proc = subprocess.run(cmd, cwd=learner, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "needs the hidden-test key" in proc.stderr
+
+
+def test_gradescope_grader_with_a_bundle_supplied_at_grading_time(
+    learner: Path, tmp_path: Path
+) -> None:
+    """The course is a learner branch without its bundle; the grader keeps the bundle and key."""
+    from .test_reports_graders import GRADERS, run_entry
+
+    bundle = tmp_path / "secure" / "course.bundle"
+    bundle.parent.mkdir()
+    (learner / "grading" / "hidden.bundle").rename(bundle)
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n"
+                                        "    return a * b\n")  # fmt: skip
+    (submission / "test_calc_demo.py").write_text(ASSERT_TRUE)  # not taken: tests are canonical
+    results = tmp_path / "results.json"
+    env = {"KATA_GS_SOURCE": str(learner), "KATA_GS_SUBMISSION": str(submission),
+           "KATA_GS_RESULTS": str(results), "KATA_HIDDEN_BUNDLE": str(bundle),
+           "KATA_HIDDEN_KEY": KEY_HEX, "KATA_WORKERS": "0"}  # fmt: skip
+    proc = run_entry(GRADERS / "gradescope_zip" / "run_autograder", env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(results.read_text())
+    names = {t["name"]: t["status"] for t in data["tests"]}
+    assert names["demo › add › test_add_hidden (hidden)"] == "passed", names
+    assert data["score"] == 15, "add and mul pass, the gpu task is skipped"
