@@ -38,7 +38,7 @@ class MatmulLib:
             "cpu_cuda.h": (HERE / "cpu_cuda.h").read_text(encoding="utf-8"),
             "matmul_driver.cpp": (HERE / "matmul_driver.cpp").read_text(encoding="utf-8"),
         }
-        cmd = [str(cxx), "-O1", "-pthread", "-shared", "-fPIC", f"-DTILE={tile}", "-I."]
+        cmd = [str(cxx), "-O1", "-shared", "-fPIC", f"-DTILE={tile}", "-I."]
         cmd += ["matmul_driver.cpp", "-o", "matmul.so"]
 
         def produce(tmp: Path) -> None:

@@ -1,4 +1,5 @@
-// A minimal CPU stand-in for the CUDA runtime, for this kata's tests. A kernel is compiled as
+// A minimal CPU stand-in for the CUDA runtime, for the phase 02 katas' tests (the same file
+// in matmul/, transpose/ and reduction/; to be replaced by harness.cuda's CPU backend). A kernel is compiled as
 // C++; blocks run one after another; the threads of a block are fibers (ucontext) on one OS
 // thread, each running until it reaches __syncthreads() or returns. A block whose threads all
 // wait at the barrier continues; a barrier that some threads never reach (they returned) is
@@ -6,14 +7,22 @@
 // a kernel whose result depends on it is missing a barrier. Warp shuffles (__shfl_down_sync,
 // __shfl_xor_sync, __shfl_sync) are warp-synchronous: a lane waits until every running lane
 // of its warp has reached the shuffle, then all exchange values at once (full mask assumed).
+//
+// Built with clang's -fsanitize-coverage=edge,trace-loads,trace-stores, every load and store
+// of a registered global buffer is recorded with its thread and instruction; trace_summary()
+// then groups the 32 lanes of a warp executing one instruction into one request and counts
+// the 32-byte sectors it touches, as the GPU's memory system would.
 #pragma once
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
-#include <string.h>
-
 #include <functional>
+#include <map>
+#include <set>
+#include <tuple>
 #include <vector>
 
 struct dim3 {
@@ -42,6 +51,7 @@ static std::vector<char> stacks;
 static size_t current = 0;
 static std::function<void()>* body = nullptr;
 static char error[256] = "";
+static uint32_t block_linear = 0;  // the running block, for the trace
 // extern __shared__ arrays: the tests' build rewrites them to point here (the launch's bytes).
 alignas(16) static char dynamic_shared[48 * 1024];
 constexpr size_t STACK = 64 * 1024;
@@ -116,6 +126,7 @@ inline int launch(dim3 grid, dim3 block, bool reverse, std::function<void()> f) 
     for (unsigned by = 0; by < grid.y; by++)
       for (unsigned bx = 0; bx < grid.x; bx++) {
         blockIdx = {bx, by, bz};
+        block_linear = (bz * grid.y + by) * grid.x + bx;
         size_t t = 0;
         for (unsigned z = 0; z < block.z; z++)
           for (unsigned y = 0; y < block.y; y++)
@@ -162,7 +173,68 @@ inline int launch(dim3 grid, dim3 block, bool reverse, std::function<void()> f) 
       }
   return 0;
 }
+// ---------------------------------------------------------------- tracing of global accesses
+struct Event {
+  uint32_t block, tid;
+  uintptr_t pc, addr;
+  uint32_t size;
+  bool store;
+};
+static std::vector<std::pair<uintptr_t, uintptr_t>> buffers;  // [begin, end) of global arrays
+static std::vector<Event> events;
+static bool tracing = false;
+
+inline void record(void* p, uint32_t size, void* pc, bool store) {
+  if (!tracing) return;
+  uintptr_t a = (uintptr_t)p;
+  for (auto& b : buffers)
+    if (a >= b.first && a < b.second) {
+      events.push_back({block_linear, (uint32_t)current, (uintptr_t)pc, a, size, store});
+      return;
+    }
+}
+
+// Totals over the launch, for loads (store = false) or stores: warp-level requests, sectors
+// fetched, bytes the lanes used.
+struct Summary {
+  long requests = 0, sectors = 0, bytes = 0;
+};
+inline Summary trace_summary(bool store) {
+  // (block, warp, pc, k-th execution by a lane) -> sectors and bytes of that request
+  std::map<std::tuple<uint32_t, uint32_t, uintptr_t, uint32_t>, std::pair<std::set<uintptr_t>, std::set<uintptr_t>>> reqs;
+  std::map<std::tuple<uint32_t, uint32_t, uintptr_t>, uint32_t> seen;  // (block, thread, pc)
+  for (auto& e : events) {
+    if (e.store != store) continue;
+    uint32_t k = seen[{e.block, e.tid, e.pc}]++;
+    auto& r = reqs[{e.block, e.tid / 32, e.pc, k}];
+    for (uintptr_t b = e.addr; b < e.addr + e.size; b++) {
+      r.first.insert(b / 32);
+      r.second.insert(b);
+    }
+  }
+  Summary s;
+  for (auto& kv : reqs) {
+    s.requests++;
+    s.sectors += (long)kv.second.first.size();
+    s.bytes += (long)kv.second.second.size();
+  }
+  return s;
+}
 }  // namespace cpu_cuda
+
+#define CPU_CUDA_HOOK(n, T)                                                                     \
+  extern "C" void __sanitizer_cov_load##n(T* p) {                                               \
+    cpu_cuda::record(p, n, __builtin_return_address(0), false);                                 \
+  }                                                                                             \
+  extern "C" void __sanitizer_cov_store##n(T* p) {                                              \
+    cpu_cuda::record(p, n, __builtin_return_address(0), true);                                  \
+  }
+CPU_CUDA_HOOK(1, uint8_t)
+CPU_CUDA_HOOK(2, uint16_t)
+CPU_CUDA_HOOK(4, uint32_t)
+CPU_CUDA_HOOK(8, uint64_t)
+CPU_CUDA_HOOK(16, __int128)
+
 
 #define __syncthreads() cpu_cuda::syncthreads()
 
