@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(e)) from None
     state = HiddenState(source, grade)
     config.stash[HIDDEN] = state
-    _register_secrets(config, source)
+    _register_secrets(config, source.secret_paths(grade))
     install(config)
     if grade:
         state.integrity = _check_integrity(root, source, state.notes)
@@ -82,12 +82,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         uninstall()
 
 
-def _register_secrets(config: pytest.Config, source: Source) -> None:
+def _register_secrets(config: pytest.Config, paths: list[str]) -> None:
     try:
         from ..sandbox import SECRET_PATHS
     except ImportError:  # no sandbox in this installation: nothing to mask
         return
-    config.stash.setdefault(SECRET_PATHS, []).extend(source.secret_paths)
+    config.stash.setdefault(SECRET_PATHS, []).extend(paths)
 
 
 def _check_integrity(root: Path, source: Source, notes: list[str]) -> IntegrityReport:

@@ -40,11 +40,18 @@ class Source:
             return tree_tests(self.root, kata_dir)
         return None
 
-    @property
-    def secret_paths(self) -> list[str]:
+    def secret_paths(self, grade: bool) -> list[str]:
+        """Files learner code must not read: the bundle, the key file, and in grade mode the
+        instructor tree's plaintext hidden tests (already loaded when learner code runs)."""
         out = [str(self.bundle_path.resolve())] if self.bundle_path else []
         if self.key is not None and self.key.path is not None:
             out.append(str(self.key.path))
+        if grade and self.kind == TREE:
+            out += sorted(
+                str(p.resolve())
+                for p in (self.root / "solutions").glob("*/*/tests/**/*.py")
+                if "__pycache__" not in p.parts
+            )
         return out
 
 

@@ -150,3 +150,28 @@ def test_gradescope_grader_with_a_bundle_supplied_at_grading_time(
     names = {t["name"]: t["status"] for t in data["tests"]}
     assert names["demo › add › test_add_hidden (hidden)"] == "passed", names
     assert data["score"] == 15, "add and mul pass, the gpu task is skipped"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="masking files needs a mount namespace (root)")  # fmt: skip
+def test_grade_mode_masks_plaintext_hidden_tests_from_learner_code(repo: KataRepo) -> None:
+    """In a grader's course copy the hidden tests are plaintext: learner code reads nothing."""
+    peeking = """\
+        from pathlib import Path
+
+
+        def add(a, b):
+            text = Path("solutions/phase01/demo/tests/test_hidden_demo.py").read_text()
+            if text:
+                raise RuntimeError("the hidden tests are readable: " + text[:40])
+            return a + b
+
+
+        def mul(a, b):
+            return a * b
+    """
+    repo.add_demo(stub=peeking)
+    proc = run(repo.root, "katas", "--kata-grade", key=None)
+    recs = records(repo.root)
+    assert recs["test_add"].outcome == "passed", recs["test_add"].message + proc.stdout[-2000:]
+    assert recs["test_add_hidden"].outcome == "passed"
