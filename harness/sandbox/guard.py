@@ -76,6 +76,10 @@ class Guard:
             for key, value in list(vars(mod).items()):
                 if (name, key) in _VOLATILE:
                     continue
+                # Data (counters, caches made on first use) changes legitimately; what decides a
+                # verdict is code: functions, classes, modules and other callables.
+                if not (callable(value) or isinstance(value, types.ModuleType)):
+                    continue
                 label = f"{name}.{key}"
                 code = value.__code__ if isinstance(value, types.FunctionType) else None
                 out[label] = (id(value), code)
