@@ -132,7 +132,7 @@ def pytest_make_collect_report(collector: pytest.Collector):
         return report
     try:
         report.result = _kata_children(collector, state, list(report.result or []))
-    except (MemoryLoadError, SyntaxError, OSError, UnicodeDecodeError) as e:
+    except (MemoryLoadError, SyntaxError, OSError, UnicodeDecodeError, ValueError) as e:
         report.outcome, report.longrepr, report.result = "failed", str(e), []
     return report
 
