@@ -216,7 +216,11 @@ def mul(a, b):
 
 def test_crashed_workers_still_give_complete_valid_reports(repo: KataRepo) -> None:
     repo.add_demo(stub=CRASHING_STUB, hidden=None)
-    result = repo.pytester.runpytest_subprocess("katas", "-n", "2", *report_args())
+    # No sandbox: the crash must take the xdist worker down (the sandbox would catch it in its
+    # child), so this covers the controller's handling of a dead worker.
+    result = repo.pytester.runpytest_subprocess(
+        "katas", "-n", "2", "--kata-no-sandbox", *report_args()
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = repo.root / "out"
     data = validate_all(out)
