@@ -176,8 +176,10 @@ def save_progress(result: RunResult, results_dir: Path) -> None:
     progress_path = results_dir / "progress.json"
     try:
         progress = json.loads(progress_path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        progress = {"katas": {}}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        progress = {}
+    if not (isinstance(progress, dict) and isinstance(progress.get("katas"), dict)):
+        progress = {"katas": {}}  # unreadable or not ours (hand-edited, forged): start afresh
     data = result.to_dict()
     for kata in data["katas"]:
         if any(t["tests"] for t in kata["tasks"]):
