@@ -1,0 +1,648 @@
+"""The cpu backend: CUDA C compiled as C++ against kata_cuda.h, launched by runtime.cpp.
+
+Builds go through harness.native's content-addressed cache (a warm rerun compiles nothing; see
+`harness.native.compile_count`). The runtime library is built once per machine and loaded with
+RTLD_GLOBAL, so every kernel library resolves threadIdx, __syncthreads & co. against it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cffi
+import numpy as np
+
+from harness.cuda import source as src
+from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
+from harness.cuda.errors import (
+    BarrierDeadlock,
+    CudaCompileError,
+    CudaError,
+    KernelCrash,
+    KernelError,
+    KernelTimeout,
+    LaunchError,
+    OutOfBounds,
+    RaceDetected,
+)
+from harness.native.build import BuildError, build_shared_library, default_cache
+
+__all__ = ["CpuDeviceArray", "CpuFunction", "CpuModule", "SCHEDULES", "runtime"]
+
+HERE = Path(__file__).resolve().parent
+INCLUDE = HERE / "include"
+SCHEDULES = ("forward", "reverse", "random")
+DEFAULT_TIMEOUT_S = 20.0
+_CXX_FLAGS = ("-std=c++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
+_TRACE_FLAGS = (
+    "-O1",  # keep one load/store per source access: easier to read per line
+    "-fno-vectorize",
+    "-fno-slp-vectorize",
+    "-fsanitize-coverage=trace-loads,trace-stores",
+)
+_KINDS = {0: "signed integer", 1: "unsigned integer", 2: "floating point", 3: "pointer"}
+_KINDS.update({4: "struct", 5: "bool"})
+_MAX_PARAMS = 64
+
+_CDEF = """
+typedef struct { uintptr_t start; size_t size; uintptr_t map_lo; size_t map_size; int arg; }
+    kata_buffer;
+typedef struct { uint64_t pc; uint64_t addr; uint32_t gtid; uint16_t size; uint16_t store; }
+    kata_event;
+typedef struct {
+    void (*call)(void**); void** args; const char* kernel;
+    unsigned grid[3]; unsigned block[3]; size_t shared_bytes;
+    int schedule; uint64_t seed; int fibers; int isolate; double timeout;
+    int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity;
+} kata_launch_t;
+typedef struct {
+    int status; int sig; unsigned block[3]; unsigned thread[3]; uint64_t addr; int buffer;
+    int is_write; long long offset; uint64_t events; int events_overflow; double seconds;
+    char message[2048];
+} kata_result_t;
+int kata_launch(const kata_launch_t*, kata_result_t*);
+void* kata_dev_alloc(size_t, size_t, uintptr_t*, size_t*);
+void kata_dev_free(uintptr_t, size_t);
+void* kata_shared_alloc(size_t);
+void kata_shared_free(void*, size_t);
+uintptr_t kata_lib_base(void*);
+void* kata_open(const char*, char*, size_t);
+void* kata_sym(void*, const char*);
+int kata_max_threads(void);
+size_t kata_dyn_shared_max(void);
+"""
+
+_OK, _OOB, _DEADLOCK, _CRASH, _TIMEOUT, _TRAP, _USAGE = range(7)
+
+
+@dataclass
+class _Runtime:
+    ffi: cffi.FFI
+    lib: Any
+    path: Path
+
+
+_lock = threading.Lock()
+_runtime: _Runtime | None = None
+
+
+def runtime() -> _Runtime:
+    """Build (cached) and load the launcher library, once per process."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            try:
+                built = build_shared_library(
+                    [HERE / "runtime.cpp"],
+                    lang="cpp",
+                    flags=[*_CXX_FLAGS, "-ldl"],
+                    include_dirs=[INCLUDE],
+                    root=HERE,
+                )
+            except BuildError as e:  # a harness bug, not the learner's
+                raise CudaError(f"harness.cuda: the cpu runtime does not build:\n{e}") from None
+            ffi = cffi.FFI()
+            ffi.cdef(_CDEF)
+            lib = ffi.dlopen(str(built.path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
+            _runtime = _Runtime(ffi, lib, built.path)
+        return _runtime
+
+
+# ----------------------------------------------------------------------------- device memory
+class _Buffer:
+    """A guarded MAP_SHARED mapping: the byte after `size` is on a PROT_NONE page."""
+
+    def __init__(self, nbytes: int, align: int = 0) -> None:
+        rt = runtime()
+        self.size = int(nbytes)
+        if align <= 0:
+            align = min(256, self.size & -self.size) if self.size else 16
+        lo = rt.ffi.new("uintptr_t*")
+        msize = rt.ffi.new("size_t*")
+        ptr = rt.lib.kata_dev_alloc(self.size, align, lo, msize)
+        if ptr == rt.ffi.NULL:
+            raise MemoryError(f"harness.cuda: cannot map a {self.size}-byte device buffer")
+        self.address = int(rt.ffi.cast("uintptr_t", ptr))
+        self.map_lo = int(lo[0])
+        self.map_size = int(msize[0])
+        self._ptr = ptr
+        self._freed = False
+
+    def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        rt = runtime()
+        raw = rt.ffi.buffer(self._ptr, self.size) if self.size else b""
+        return (
+            np.frombuffer(raw, dtype=dtype).reshape(shape) if self.size else np.empty(shape, dtype)
+        )
+
+    def write(self, data: np.ndarray) -> None:
+        if self.size:
+            runtime().ffi.memmove(self._ptr, np.ascontiguousarray(data).tobytes(), self.size)
+
+    def read(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        return self.view(dtype, shape).copy()
+
+    def free(self) -> None:
+        if not self._freed:
+            self._freed = True
+            runtime().lib.kata_dev_free(self.map_lo, self.map_size)
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class CpuDeviceArray:
+    """A device array of the cpu backend (pycuda's gpuarray, minimally): `.get()`, `.set(a)`."""
+
+    def __init__(self, shape: int | Sequence[int], dtype: Any = np.float32) -> None:
+        self.shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self._buf = _Buffer(self.nbytes)
+
+    @classmethod
+    def from_array(cls, a: np.ndarray) -> CpuDeviceArray:
+        d = cls(a.shape, a.dtype)
+        d.set(a)
+        return d
+
+    @property
+    def ptr(self) -> int:
+        return self._buf.address
+
+    def set(self, a: np.ndarray) -> None:
+        a = np.asarray(a)
+        if a.shape != self.shape or a.dtype != self.dtype:
+            raise ValueError(
+                f"set(): array is {a.shape} {a.dtype}, device array is {self.shape} {self.dtype}"
+            )
+        self._buf.write(a)
+
+    def get(self) -> np.ndarray:
+        return self._buf.read(self.dtype, self.shape)
+
+    def __repr__(self) -> str:
+        return f"CpuDeviceArray({self.shape}, {self.dtype})"
+
+
+# ----------------------------------------------------------------------------- modules
+def _split_options(options: Iterable[str]) -> list[str]:
+    # -D/-I/-U mean the same to g++; nvcc-only options (-arch, --use_fast_math) are ignored here.
+    opts = list(options)
+    out: list[str] = []
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        if o in ("-D", "-I", "-U") and i + 1 < len(opts):
+            out += [o, opts[i + 1]]
+            i += 2
+            continue
+        if o.startswith(("-D", "-I", "-U")):
+            out.append(o)
+        i += 1
+    return out
+
+
+def _glue(source: str, name: str, kernels: Sequence[str], extern_c: bool) -> str:
+    """The C++ translation unit: header, the learner's file (line numbers kept), trampolines."""
+    body = src.rewrite_for_cpu(source)
+    lines = ['#include "kata_cuda.h"']
+    if extern_c:
+        lines.append('extern "C" {')
+    lines.append(f'#line 1 "{name}"')
+    lines.append(body)
+    if extern_c:
+        lines.append("}")
+    lines.append('#line 1 "harness-cuda-launch-glue"')
+    for k in kernels:
+        lines.append(
+            f'extern "C" int kata_describe__{k}(int* s, int* k, int cap) '
+            f"{{ return kata::describe(&{k}, s, k, cap); }}"
+        )
+        lines.append(f'extern "C" void kata_invoke__{k}(void** a) {{ kata::invoke(&{k}, a); }}')
+    return "\n".join(lines) + "\n"
+
+
+def _write_generated(text: str, stem: str) -> Path:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    d = default_cache().root / "cuda-src" / digest
+    path = d / f"{stem}.cpp"
+    if not path.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{stem}.{os.getpid()}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # atomic: xdist workers may write the same file
+    return path
+
+
+@dataclass(frozen=True)
+class _Built:
+    path: Path
+    handle: Any
+
+
+class CpuModule:
+    """pycuda.compiler.SourceModule for the cpu backend."""
+
+    backend = "cpu"
+
+    def __init__(
+        self,
+        source: str,
+        options: Sequence[str] = (),
+        no_extern_c: bool = False,
+        *,
+        name: str = "kernel.cu",
+        include_dirs: Sequence[Path | str] = (),
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.source = source
+        self.name = name
+        self.options = list(options)
+        self.no_extern_c = no_extern_c
+        self.include_dirs = [Path(d) for d in include_dirs]
+        self.timeout = timeout
+        self.kernels = src.kernel_names(source)
+        self.fibers = src.needs_fibers(source)
+        self._builds: dict[str, _Built] = {}
+        self._functions: dict[str, CpuFunction] = {}
+        self._build("cxx")  # compile errors show at module creation, as with pycuda
+
+    def _build(self, compiler: str) -> _Built:
+        if compiler in self._builds:
+            return self._builds[compiler]
+        glue = _glue(self.source, self.name, self.kernels, not self.no_extern_c)
+        stem = Path(self.name).stem or "kernel"
+        path = _write_generated(glue, stem)
+        flags = [*_CXX_FLAGS, *_split_options(self.options)]
+        if compiler == "clang":
+            flags += _TRACE_FLAGS
+        headers = [
+            p
+            for d in self.include_dirs
+            if d.is_dir()
+            for p in sorted(d.iterdir())
+            if p.suffix in (".cuh", ".h", ".hpp", ".inc")
+        ]
+        try:
+            built = build_shared_library(
+                [path],
+                lang="cpp",
+                flags=flags,
+                include_dirs=[INCLUDE, *self.include_dirs],
+                headers=headers,
+                compiler=compiler,
+            )
+        except BuildError as e:
+            raise CudaCompileError(
+                f"{self.name} does not compile (cpu backend, {compiler}):\n{e}",
+                log=e.log,
+                command=e.command,
+            ) from None
+        rt = runtime()
+        err = rt.ffi.new("char[1024]")
+        handle = rt.lib.kata_open(str(built.path).encode(), err, 1024)
+        if handle == rt.ffi.NULL:
+            raise CudaError(f"{self.name}: cannot load the built kernels: {rt.ffi.string(err)}")
+        self._builds[compiler] = _Built(built.path, handle)
+        return self._builds[compiler]
+
+    def get_function(self, name: str) -> CpuFunction:
+        if name not in self._functions:
+            if name not in self.kernels:
+                have = ", ".join(self.kernels) or "none"
+                raise CudaError(
+                    f"{self.name} has no __global__ function {name!r} (kernels: {have})"
+                )
+            self._functions[name] = CpuFunction(self, name)
+        return self._functions[name]
+
+
+@dataclass(frozen=True)
+class Param:
+    size: int
+    kind: int
+    name: str
+
+    def describe(self) -> str:
+        return f"{self.name} ({_KINDS.get(self.kind, '?')}, {self.size} bytes)"
+
+
+class CpuFunction:
+    """A kernel: call it like pycuda's Function; `.trace(...)` and `schedules=` are extras."""
+
+    def __init__(self, module: CpuModule, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.params = self._describe()
+
+    def _symbol(self, prefix: str, compiler: str = "cxx") -> Any:
+        rt = runtime()
+        built = self.module._build(compiler)
+        sym = rt.lib.kata_sym(built.handle, f"{prefix}{self.name}".encode())
+        if sym == rt.ffi.NULL:
+            raise CudaError(f"{self.module.name}: no launch glue for {self.name}")
+        return sym
+
+    def _describe(self) -> list[Param]:
+        rt = runtime()
+        fn = rt.ffi.cast("int(*)(int*, int*, int)", self._symbol("kata_describe__"))
+        sizes = rt.ffi.new(f"int[{_MAX_PARAMS}]")
+        kinds = rt.ffi.new(f"int[{_MAX_PARAMS}]")
+        n = fn(sizes, kinds, _MAX_PARAMS)
+        names = src.kernel_params(self.module.source, self.name) or []
+        if len(names) != n:
+            names = [f"#{i}" for i in range(n)]
+        return [Param(sizes[i], kinds[i], names[i]) for i in range(n)]
+
+    # ------------------------------------------------------------------ calling
+    def __call__(
+        self,
+        *args: Any,
+        block: Any = None,
+        grid: Any = (1, 1),
+        shared: int = 0,
+        time_kernel: bool = False,
+        schedules: Sequence[str] | None = None,
+        seed: int = 0,
+        timeout: float | None = None,
+        stream: Any = None,
+        rtol: float = 1e-5,
+    ) -> float | None:
+        if schedules:
+            outputs, seconds = self._race_check(
+                args, block, grid, shared, schedules, seed, timeout, rtol
+            )
+            for arg, out in zip(args, outputs, strict=True):
+                if isinstance(arg, ArrayArg) and arg.copy_out:
+                    arg.array[...] = out
+                elif isinstance(arg, CpuDeviceArray):
+                    arg.set(out)
+            return seconds if time_kernel else None
+        seconds = self._launch(args, block, grid, shared, "forward", seed, timeout).seconds
+        return seconds if time_kernel else None
+
+    def prepared_launch(self, *args: Any, **kw: Any) -> _LaunchResult:
+        """Run once and return the result record (outputs written back); used by trace."""
+        return self._launch(args, **kw)
+
+    def _launch(
+        self,
+        args: Sequence[Any],
+        block: Any,
+        grid: Any,
+        shared: int,
+        schedule: str,
+        seed: int,
+        timeout: float | None,
+        *,
+        compiler: str = "cxx",
+        events: Any = None,
+        event_capacity: int = 0,
+        isolate: bool = True,
+        write_back: bool = True,
+    ) -> _LaunchResult:
+        rt = runtime()
+        ffi = rt.ffi
+        (bx, by, bz), (gx, gy, gz) = normalise_dims(self.name, block, grid)
+        if schedule not in SCHEDULES:
+            raise LaunchError(f"{self.name}: unknown schedule {schedule!r}; known: {SCHEDULES}")
+        shared = int(shared)
+        if shared < 0 or shared > int(rt.lib.kata_dyn_shared_max()):
+            raise LaunchError(
+                f"{self.name}: shared={shared} bytes; dynamic shared memory is 0 to "
+                f"{int(rt.lib.kata_dyn_shared_max())} bytes"
+            )
+        if len(args) != len(self.params):
+            want = ", ".join(p.describe() for p in self.params) or "no arguments"
+            raise LaunchError(
+                f"{self.name} takes {len(self.params)} arguments ({want}), got {len(args)}"
+            )
+        keep: list[Any] = []  # cffi objects that must outlive the call
+        slots = []
+        buffers: list[tuple[_Buffer, int, bool]] = []  # (buffer, arg index, owned)
+        copies: list[tuple[int, ArrayArg, _Buffer]] = []
+        try:
+            for i, (arg, p) in enumerate(zip(args, self.params, strict=True)):
+                if isinstance(arg, ArrayArg | CpuDeviceArray):
+                    if p.kind != 3:
+                        raise LaunchError(
+                            f"{self.name}: argument {i} is {p.describe()}, not a pointer; got "
+                            f"{arg!r}"
+                        )
+                    if isinstance(arg, CpuDeviceArray):
+                        buf = arg._buf
+                        buffers.append((buf, i, False))
+                    else:
+                        a = arg.array
+                        buf = _Buffer(a.nbytes)
+                        buffers.append((buf, i, True))
+                        if arg.copy_in:
+                            buf.write(a)
+                        if arg.copy_out:
+                            copies.append((i, arg, buf))
+                    cell = ffi.new("uintptr_t*", buf.address)
+                else:
+                    if p.kind == 3:
+                        raise LaunchError(
+                            f"{self.name}: argument {i} is {p.describe()}; pass cuda.In(a), "
+                            f"cuda.Out(a), cuda.InOut(a) or a device array, got {type(arg).__name__}"
+                        )
+                    value = check_scalar(self.name, i, arg)
+                    cell = ffi.new("char[]", _scalar_bytes(self.name, i, p, value))
+                keep.append(cell)
+                slots.append(ffi.cast("void*", cell))
+            argv = ffi.new("void*[]", slots or [ffi.NULL])
+            bufs = ffi.new("kata_buffer[]", max(1, len(buffers)))
+            for j, (buf, i, _) in enumerate(buffers):
+                bufs[j].start = buf.address
+                bufs[j].size = buf.size
+                bufs[j].map_lo = buf.map_lo
+                bufs[j].map_size = buf.map_size
+                bufs[j].arg = i
+            kname = ffi.new("char[]", self.name.encode())
+            L = ffi.new("kata_launch_t*")
+            L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
+            L.args = argv
+            L.kernel = kname
+            L.grid = [gx, gy, gz]
+            L.block = [bx, by, bz]
+            L.shared_bytes = shared
+            L.schedule = SCHEDULES.index(schedule)
+            L.seed = int(seed) & (2**64 - 1)
+            L.fibers = int(self.module.fibers)
+            L.isolate = int(isolate)
+            L.timeout = float(timeout if timeout is not None else self.module.timeout)
+            L.nbuffers = len(buffers)
+            L.buffers = bufs
+            L.events = ffi.NULL if events is None else events
+            L.event_capacity = event_capacity
+            res = ffi.new("kata_result_t*")
+            rt.lib.kata_launch(L, res)
+            result = _LaunchResult(
+                status=res.status,
+                seconds=float(res.seconds),
+                events=int(res.events),
+                events_overflow=bool(res.events_overflow),
+                outputs={},
+            )
+            if res.status != _OK:
+                raise self._error(res, buffers)
+            for i, arg, buf in copies:
+                out = buf.read(arg.array.dtype, arg.array.shape)
+                result.outputs[i] = out
+                if write_back:
+                    arg.array[...] = out
+            for _buf, i, owned in buffers:
+                if not owned:
+                    result.outputs[i] = args[i].get()
+            return result
+        finally:
+            for buf, _, owned in buffers:
+                if owned:
+                    buf.free()
+
+    def _error(self, res: Any, buffers: list[tuple[_Buffer, int, bool]]) -> CudaError:
+        ffi = runtime().ffi
+        msg = ffi.string(res.message).decode(errors="replace")
+        block = (int(res.block[0]), int(res.block[1]), int(res.block[2]))
+        thread = (int(res.thread[0]), int(res.thread[1]), int(res.thread[2]))
+        for j, (_, i, _) in enumerate(buffers):  # name the parameter, not just its index
+            if res.buffer == j and i < len(self.params):
+                msg = msg.replace(f"argument {i} ", f"argument {i} ({self.params[i].name}) ")
+        where = (
+            f"block ({block[0]},{block[1]},{block[2]}) thread ({thread[0]},{thread[1]},{thread[2]})"
+        )
+        text = f"kernel {self.name}, {where}: {msg}"
+        kw: dict[str, Any] = {"kernel": self.name, "block": block, "thread": thread}
+        if res.status == _OOB:
+            arg = buffers[res.buffer][1] if 0 <= res.buffer < len(buffers) else None
+            return OutOfBounds(text, address=int(res.addr), argument=arg, **kw)
+        if res.status == _DEADLOCK:
+            return BarrierDeadlock(text, **kw)
+        if res.status == _TIMEOUT:
+            return KernelTimeout(f"kernel {self.name} {msg}", **kw)
+        if res.status in (_CRASH, _TRAP):
+            return KernelCrash(text, **kw)
+        return KernelError(text, **kw)
+
+    # ------------------------------------------------------------------ races
+    def _race_check(
+        self,
+        args: Sequence[Any],
+        block: Any,
+        grid: Any,
+        shared: int,
+        schedules: Sequence[str],
+        seed: int,
+        timeout: float | None,
+        rtol: float,
+    ) -> tuple[list[Any], float]:
+        schedules = tuple(schedules)
+        unknown = [s for s in schedules if s not in SCHEDULES]
+        if unknown:
+            raise LaunchError(f"{self.name}: unknown schedule(s) {unknown}; known: {SCHEDULES}")
+        # Device arrays are updated in place: every schedule starts from the same contents.
+        initial = {i: a.get() for i, a in enumerate(args) if isinstance(a, CpuDeviceArray)}
+        runs = []
+        seconds = 0.0
+        for s in schedules:
+            for i, a in initial.items():
+                args[i].set(a)
+            r = self._launch(args, block, grid, shared, s, seed, timeout, write_back=False)
+            runs.append(r.outputs)
+            seconds = seconds or r.seconds
+        first = runs[0]
+        for s, out in zip(schedules[1:], runs[1:], strict=True):
+            for i in sorted(first):
+                a, b = first[i], out[i]
+                same = _same(a, b, rtol)
+                if not same.all():
+                    raise _race_error(self, (schedules[0], s), i, a, b, same)
+        outputs = [first.get(i) for i in range(len(args))]
+        return outputs, seconds
+
+    def check_races(self, *args: Any, **kw: Any) -> None:
+        """Run under every schedule (default: all three); RaceDetected if outputs differ."""
+        kw.setdefault("schedules", SCHEDULES)
+        self(*args, **kw)
+
+    def trace(self, *args: Any, block: Any = None, grid: Any = (1, 1), shared: int = 0, **kw: Any):
+        """Run once with global-memory tracing; returns a harness.cuda.cpu.trace.Trace."""
+        from harness.cuda.cpu.trace import run_trace
+
+        return run_trace(self, args, block=block, grid=grid, shared=shared, **kw)
+
+
+@dataclass
+class _LaunchResult:
+    status: int
+    seconds: float
+    events: int
+    events_overflow: bool
+    outputs: dict[int, np.ndarray]
+
+
+def _scalar_bytes(kernel: str, index: int, p: Param, value: np.generic) -> bytes:
+    kind = value.dtype.kind
+    ok = {
+        0: kind in "iu",
+        1: kind in "iu",
+        2: kind == "f",
+        5: kind in "biu",
+        4: True,
+    }.get(p.kind, False)
+    if not ok or value.dtype.itemsize != p.size:
+        want = {0: "np.int", 1: "np.uint", 2: "np.float"}.get(p.kind)
+        hint = f"; pass {want}{p.size * 8}(...)" if want else ""
+        raise LaunchError(
+            f"{kernel}: argument {index} is {p.describe()}, got np.{value.dtype.name} "
+            f"({value.dtype.itemsize} bytes){hint}"
+        )
+    return value.tobytes()
+
+
+def _same(a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
+    if a.dtype.kind in "fc":
+        return np.isclose(a, b, rtol=rtol, atol=0.0, equal_nan=True)
+    return a == b if a.dtype.fields is None else a.view(np.uint8) == b.view(np.uint8)
+
+
+def _race_error(
+    f: CpuFunction,
+    pair: tuple[str, str],
+    index: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    same: np.ndarray,
+) -> RaceDetected:
+    bad = np.argwhere(~same)
+    n = len(bad)
+    shown = []
+    for idx in bad[:5]:
+        t = tuple(int(i) for i in idx)
+        key = t if len(t) > 1 else t[0]
+        shown.append(f"[{key}]: {a[t]!r} vs {b[t]!r}")
+    pname = f.params[index].name if index < len(f.params) else f"#{index}"
+    msg = (
+        f"kernel {f.name}: output argument {index} ({pname}) differs between the {pair[0]} and "
+        f"{pair[1]} thread schedules in {n} of {a.size} elements ({'; '.join(shown)}). Threads "
+        "read memory that other threads write without a barrier in between: a missing "
+        "__syncthreads() or a data race."
+    )
+    return RaceDetected(msg, kernel=f.name, schedules=pair, argument=index, mismatches=n)
+
+
+@functools.cache
+def max_threads() -> int:
+    return int(runtime().lib.kata_max_threads())

@@ -1,0 +1,932 @@
+// runtime.cpp: the cpu backend's launcher for harness.cuda.
+//
+// A launch runs the grid's blocks one after another. Inside a block, each CUDA thread is a fiber
+// with a small stack of its own (switched by a few lines of assembly, so a switch costs
+// nanoseconds, not a sigprocmask system call as swapcontext does). A fiber runs until it reaches
+// __syncthreads, a warp collective or its end; the scheduler then runs the next runnable fiber
+// in the launch's schedule order (forward, reverse or seeded random), and releases a barrier or a
+// collective once every thread it waits for has arrived. Kernels that use neither run without
+// fibers: one plain call per thread.
+//
+// A launch normally runs in a forked child: device buffers are MAP_SHARED mappings with guard
+// pages, so the child's writes are the results, and an out-of-bounds access, a deadlock or a
+// crash is written to a shared result record and the child exits. The parent never dies.
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <initializer_list>
+
+#include "kata_cuda_types.h"
+
+#if !defined(__x86_64__)
+#error "the harness.cuda cpu backend needs x86-64 (fiber switch in assembly)"
+#endif
+
+extern "C" {
+uint3 threadIdx;
+uint3 blockIdx;
+dim3 blockDim;
+dim3 gridDim;
+}
+
+// ------------------------------------------------------------------ the launch interface (cffi)
+extern "C" {
+typedef struct {
+    uintptr_t start;
+    size_t size;
+    uintptr_t map_lo;
+    size_t map_size;
+    int arg;
+} kata_buffer;
+
+typedef struct {
+    uint64_t pc;
+    uint64_t addr;
+    uint32_t gtid;
+    uint16_t size;
+    uint16_t store;
+} kata_event;
+
+typedef struct {
+    void (*call)(void**);
+    void** args;
+    const char* kernel;
+    unsigned grid[3];
+    unsigned block[3];
+    size_t shared_bytes;
+    int schedule;  // 0 forward, 1 reverse, 2 random
+    uint64_t seed;
+    int fibers;
+    int isolate;
+    double timeout;
+    int nbuffers;
+    const kata_buffer* buffers;
+    kata_event* events;  // trace buffer (MAP_SHARED) or NULL
+    size_t event_capacity;
+} kata_launch_t;
+
+enum {
+    KATA_OK = 0,
+    KATA_OOB = 1,
+    KATA_DEADLOCK = 2,
+    KATA_CRASH = 3,
+    KATA_TIMEOUT = 4,
+    KATA_TRAP = 5,
+    KATA_USAGE = 6,
+};
+
+typedef struct {
+    int status;
+    int sig;
+    unsigned block[3];
+    unsigned thread[3];
+    uint64_t addr;
+    int buffer;  // index into buffers, -1 when none
+    int is_write;
+    long long offset;  // from the buffer's start
+    uint64_t events;
+    int events_overflow;
+    double seconds;
+    char message[2048];
+} kata_result_t;
+}
+
+// ------------------------------------------------------------------ fibers
+asm(R"(
+.text
+.globl kata_fiber_switch
+.hidden kata_fiber_switch
+.type kata_fiber_switch,@function
+kata_fiber_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+.size kata_fiber_switch, .-kata_fiber_switch
+)");
+extern "C" void kata_fiber_switch(void** save_sp, void* to_sp);
+
+namespace {
+
+constexpr int kMaxThreads = 1024;
+constexpr size_t kStackSize = 128 * 1024;
+constexpr size_t kDynSharedMax = 48 * 1024;
+
+enum State { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
+
+struct Fiber {
+    void* sp;
+    int state;
+    int line;
+    int pred;
+    // the pending warp collective
+    int wop;
+    unsigned wmask;
+    uint64_t wvalue;
+    int warg;
+    int wwidth;
+    uint64_t wresult;
+};
+
+size_t g_page = 4096;
+char* g_stacks = nullptr;  // kMaxThreads stacks, each with a guard page below it
+Fiber g_fibers[kMaxThreads];
+unsigned g_order[kMaxThreads];
+unsigned g_nthreads = 0;
+unsigned g_current = 0;
+void* g_sched_sp = nullptr;
+bool g_in_fiber_mode = false;
+bool g_in_kernel = false;
+int g_barrier_result = 0;
+const kata_launch_t* g_launch = nullptr;
+kata_result_t* g_result = nullptr;  // where errors go (shared page in isolated mode)
+kata_result_t* g_shared_result = nullptr;
+unsigned char* g_dyn_shared = nullptr;  // kDynSharedMax bytes, a guard page after
+size_t g_dyn_offset = 0;
+uint64_t g_rng = 1;
+char* g_altstack = nullptr;
+bool g_handlers = false;
+kata_event* g_events = nullptr;
+size_t g_event_cap = 0;
+uint64_t g_event_count = 0;
+uint32_t g_gtid_base = 0;
+
+uint64_t rng_next() {
+    // xorshift64*: cheap, seeded per launch, the same sequence on every machine.
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 2685821657736338717ULL;
+}
+
+void set_thread(unsigned tid) {
+    threadIdx.x = tid % blockDim.x;
+    threadIdx.y = (tid / blockDim.x) % blockDim.y;
+    threadIdx.z = tid / (blockDim.x * blockDim.y);
+    g_current = tid;
+}
+
+void fail(int status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void record(int status, const char* fmt, va_list ap) {
+    kata_result_t* r = g_result;
+    if (r == nullptr || r->status != KATA_OK) return;
+    r->status = status;
+    r->block[0] = blockIdx.x;
+    r->block[1] = blockIdx.y;
+    r->block[2] = blockIdx.z;
+    r->thread[0] = threadIdx.x;
+    r->thread[1] = threadIdx.y;
+    r->thread[2] = threadIdx.z;
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+}
+
+[[noreturn]] void finish_child(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+}
+
+// An error inside a kernel ends the launch: in the child, exit; in-process, stop the launch by
+// jumping back out of the kernel is not possible from a fiber, so in-process launches abort.
+void fail(int status, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, fmt, ap);
+    va_end(ap);
+    if (g_launch != nullptr && g_launch->isolate) finish_child(3);
+    fprintf(stderr, "harness.cuda: %s\n", g_result ? g_result->message : "kernel error");
+    abort();
+}
+
+void fiber_entry() {
+    const kata_launch_t* L = g_launch;
+    L->call(L->args);
+    Fiber& f = g_fibers[g_current];
+    f.state = DONE;
+    kata_fiber_switch(&f.sp, g_sched_sp);
+    __builtin_unreachable();
+}
+
+void fiber_init(unsigned tid) {
+    Fiber& f = g_fibers[tid];
+    char* top = g_stacks + (size_t)(tid + 1) * (kStackSize + g_page);
+    uint64_t* sp = reinterpret_cast<uint64_t*>(top);
+    *--sp = 0;                                             // fake return address of fiber_entry
+    *--sp = reinterpret_cast<uint64_t>(&fiber_entry);      // popped by `ret` in the switch
+    for (int i = 0; i < 6; ++i) *--sp = 0;                 // rbp rbx r12-r15
+    f.sp = sp;
+    f.state = RUNNABLE;
+    f.line = 0;
+}
+
+bool ensure_stacks() {
+    if (g_stacks != nullptr) return true;
+    size_t total = (size_t)kMaxThreads * (kStackSize + g_page);
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) return false;
+    g_stacks = static_cast<char*>(p);
+    for (int i = 0; i < kMaxThreads; ++i) {
+        mprotect(g_stacks + (size_t)i * (kStackSize + g_page), g_page, PROT_NONE);  // guard below
+    }
+    return true;
+}
+
+const char* wop_name(int op) {
+    switch (op) {
+        case KATA_WOP_SHFL: return "__shfl_sync";
+        case KATA_WOP_SHFL_UP: return "__shfl_up_sync";
+        case KATA_WOP_SHFL_DOWN: return "__shfl_down_sync";
+        case KATA_WOP_SHFL_XOR: return "__shfl_xor_sync";
+        case KATA_WOP_BALLOT: return "__ballot_sync";
+        case KATA_WOP_ANY: return "__any_sync";
+        case KATA_WOP_ALL: return "__all_sync";
+        case KATA_WOP_SYNC: return "__syncwarp";
+        case KATA_WOP_ACTIVEMASK: return "__activemask";
+        case KATA_WOP_REDUCE_ADD: return "__reduce_add_sync";
+        case KATA_WOP_REDUCE_MIN: return "__reduce_min_sync";
+        case KATA_WOP_REDUCE_MAX: return "__reduce_max_sync";
+        default: return "warp collective";
+    }
+}
+
+void thread_coords(unsigned tid, unsigned* x, unsigned* y, unsigned* z) {
+    *x = tid % blockDim.x;
+    *y = (tid / blockDim.x) % blockDim.y;
+    *z = tid / (blockDim.x * blockDim.y);
+}
+
+// Resolve one group of lanes of warp `w` (bit i of `group` = lane i) waiting at `op`.
+void resolve_group(unsigned w, unsigned group, int op) {
+    unsigned base = w * 32;
+    uint64_t values[32];
+    for (unsigned l = 0; l < 32; ++l) values[l] = (group >> l & 1) ? g_fibers[base + l].wvalue : 0;
+    unsigned ballot = 0;
+    uint64_t sum = 0, mn = UINT64_MAX, mx = 0;
+    for (unsigned l = 0; l < 32; ++l) {
+        if (!(group >> l & 1)) continue;
+        if (values[l]) ballot |= 1u << l;
+        uint32_t v = (uint32_t)values[l];
+        sum += v;
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+    }
+    for (unsigned l = 0; l < 32; ++l) {
+        if (!(group >> l & 1)) continue;
+        Fiber& f = g_fibers[base + l];
+        int width = f.wwidth;
+        if (width <= 0 || width > 32 || (width & (width - 1))) {
+            set_thread(base + l);
+            fail(KATA_USAGE, "%s at line %d: width %d is not a power of two in 1..32", wop_name(op),
+                 f.line, width);
+        }
+        int seg = (int)l & ~(width - 1);
+        int src = (int)l;
+        switch (op) {
+            case KATA_WOP_SHFL: src = seg + (f.warg & (width - 1)); break;
+            case KATA_WOP_SHFL_UP: src = (int)l - f.warg; if (src < seg) src = (int)l; break;
+            case KATA_WOP_SHFL_DOWN: src = (int)l + f.warg; if (src >= seg + width) src = (int)l; break;
+            case KATA_WOP_SHFL_XOR: src = (int)l ^ f.warg; if (src >= seg + width || src < seg) src = (int)l; break;
+            default: break;
+        }
+        switch (op) {
+            case KATA_WOP_SHFL:
+            case KATA_WOP_SHFL_UP:
+            case KATA_WOP_SHFL_DOWN:
+            case KATA_WOP_SHFL_XOR:
+                f.wresult = (src >= 0 && src < 32 && (group >> src & 1)) ? values[src] : values[l];
+                break;
+            case KATA_WOP_BALLOT: f.wresult = ballot; break;
+            case KATA_WOP_ANY: f.wresult = ballot != 0; break;
+            case KATA_WOP_ALL: f.wresult = ballot == group; break;
+            case KATA_WOP_ACTIVEMASK: f.wresult = group; break;
+            case KATA_WOP_REDUCE_ADD: f.wresult = (uint32_t)sum; break;
+            case KATA_WOP_REDUCE_MIN: f.wresult = mn; break;
+            case KATA_WOP_REDUCE_MAX: f.wresult = mx; break;
+            default: f.wresult = 0; break;
+        }
+        f.state = RUNNABLE;
+    }
+}
+
+// Release the warp collectives that are complete. Returns how many groups were released.
+int resolve_warps() {
+    int released = 0;
+    unsigned nwarps = (g_nthreads + 31) / 32;
+    for (unsigned w = 0; w < nwarps; ++w) {
+        unsigned base = w * 32;
+        unsigned lanes = g_nthreads - base < 32 ? g_nthreads - base : 32;
+        unsigned exists = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+        unsigned waiting = 0, live = 0, runnable = 0;
+        for (unsigned l = 0; l < lanes; ++l) {
+            int s = g_fibers[base + l].state;
+            if (s == AT_WARP) waiting |= 1u << l;
+            if (s != DONE) live |= 1u << l;
+            if (s == RUNNABLE) runnable |= 1u << l;
+        }
+        if (!waiting) continue;
+        // Collectives with an explicit mask: complete once every lane of the mask waits.
+        for (unsigned l = 0; l < lanes; ++l) {
+            Fiber& f = g_fibers[base + l];
+            if (f.state != AT_WARP || f.wop == KATA_WOP_ACTIVEMASK) continue;
+            unsigned mask = f.wmask & exists;
+            if (!(f.wmask >> l & 1)) {
+                set_thread(base + l);
+                fail(KATA_USAGE, "%s at line %d: mask 0x%08x does not include the calling lane %u",
+                     wop_name(f.wop), f.line, f.wmask, l);
+            }
+            unsigned exited = mask & ~live;
+            if (exited) {
+                set_thread(base + l);
+                int lane = __builtin_ctz(exited);
+                unsigned x, y, z;
+                thread_coords(base + lane, &x, &y, &z);
+                fail(KATA_DEADLOCK,
+                     "%s at line %d: its mask 0x%08x names lane %d (thread (%u,%u,%u)), which has "
+                     "already exited, so the collective can never complete",
+                     wop_name(f.wop), f.line, f.wmask, lane, x, y, z);
+            }
+            if ((waiting & mask) != mask) continue;
+            for (unsigned m = mask; m; m &= m - 1) {
+                Fiber& g = g_fibers[base + __builtin_ctz(m)];
+                if (g.wop != f.wop || g.wmask != f.wmask) {
+                    set_thread(base + l);
+                    fail(KATA_USAGE,
+                         "%s at line %d (mask 0x%08x) meets %s at line %d (mask 0x%08x) in one "
+                         "warp: the lanes of a mask must call the same collective",
+                         wop_name(f.wop), f.line, f.wmask, wop_name(g.wop), g.line, g.wmask);
+                }
+            }
+            resolve_group(w, mask, f.wop);
+            waiting &= ~mask;
+            ++released;
+        }
+        // __activemask: once no lane of the warp can run, the lanes at one call site are active.
+        if (runnable) continue;
+        for (unsigned l = 0; l < lanes; ++l) {
+            Fiber& f = g_fibers[base + l];
+            if (f.state != AT_WARP || f.wop != KATA_WOP_ACTIVEMASK) continue;
+            unsigned group = 0;
+            for (unsigned k = l; k < lanes; ++k) {
+                Fiber& g = g_fibers[base + k];
+                if (g.state == AT_WARP && g.wop == KATA_WOP_ACTIVEMASK && g.line == f.line) {
+                    group |= 1u << k;
+                }
+            }
+            resolve_group(w, group, KATA_WOP_ACTIVEMASK);
+            ++released;
+        }
+    }
+    return released;
+}
+
+// Release the block barrier once every thread of the block has reached one.
+int resolve_barrier() {
+    unsigned at = 0, done = 0;
+    int first_line = 0;
+    unsigned first_done = 0;
+    for (unsigned t = 0; t < g_nthreads; ++t) {
+        int s = g_fibers[t].state;
+        if (s == AT_BARRIER) {
+            if (!at) first_line = g_fibers[t].line;
+            ++at;
+        } else if (s == DONE) {
+            if (!done) first_done = t;
+            ++done;
+        }
+    }
+    if (at == 0) return 0;
+    if (at == g_nthreads) {
+        int count = 0, all = 1, any = 0;
+        for (unsigned t = 0; t < g_nthreads; ++t) {
+            count += g_fibers[t].pred;
+            all &= g_fibers[t].pred;
+            any |= g_fibers[t].pred;
+            g_fibers[t].state = RUNNABLE;
+        }
+        // Every thread reads the result before any thread can reach the next barrier.
+        g_barrier_result = count;
+        (void)all;
+        (void)any;
+        return 1;
+    }
+    if (done > 0) {
+        unsigned x, y, z;
+        thread_coords(first_done, &x, &y, &z);
+        set_thread(first_done);
+        fail(KATA_DEADLOCK,
+             "__syncthreads() at line %d is never reached by all %u threads of the block: %u wait "
+             "there, %u have exited (the first of them thread (%u,%u,%u)); an early `return` "
+             "before a barrier deadlocks",
+             first_line, g_nthreads, at, done, x, y, z);
+    }
+    return 0;
+}
+
+void report_stuck() {
+    // Nothing can run and nothing can be released: describe who waits where.
+    unsigned at = 0, warp = 0, done = 0;
+    int bline = 0, wline = 0, wop = 0;
+    unsigned wtid = 0;
+    for (unsigned t = 0; t < g_nthreads; ++t) {
+        Fiber& f = g_fibers[t];
+        if (f.state == AT_BARRIER) {
+            if (!at) bline = f.line;
+            ++at;
+        } else if (f.state == AT_WARP) {
+            if (!warp) {
+                wline = f.line;
+                wop = f.wop;
+                wtid = t;
+            }
+            ++warp;
+        } else if (f.state == DONE) {
+            ++done;
+        }
+    }
+    if (warp) set_thread(wtid);
+    fail(KATA_DEADLOCK,
+         "deadlock: %u threads wait at __syncthreads() (line %d), %u at a warp collective (%s at "
+         "line %d, mask 0x%08x), %u have exited; a barrier or collective that not every thread "
+         "reaches never completes",
+         at, bline, warp, warp ? wop_name(wop) : "-", wline, warp ? g_fibers[wtid].wmask : 0u,
+         done);
+}
+
+void shuffle_order(unsigned n) {
+    for (unsigned i = n - 1; i > 0; --i) {
+        unsigned j = (unsigned)(rng_next() % (i + 1));
+        unsigned t = g_order[i];
+        g_order[i] = g_order[j];
+        g_order[j] = t;
+    }
+}
+
+void make_order(unsigned n, int schedule) {
+    for (unsigned i = 0; i < n; ++i) g_order[i] = schedule == 1 ? n - 1 - i : i;
+    if (schedule == 2) shuffle_order(n);
+}
+
+void run_block_direct(const kata_launch_t* L) {
+    make_order(g_nthreads, L->schedule);
+    for (unsigned i = 0; i < g_nthreads; ++i) {
+        set_thread(g_order[i]);
+        L->call(L->args);
+    }
+}
+
+void run_block_fibers(const kata_launch_t* L) {
+    for (unsigned t = 0; t < g_nthreads; ++t) fiber_init(t);
+    unsigned live = g_nthreads;
+    make_order(g_nthreads, L->schedule);
+    while (live > 0) {
+        int ran = 0;
+        if (L->schedule == 2) shuffle_order(g_nthreads);
+        for (unsigned i = 0; i < g_nthreads; ++i) {
+            unsigned t = g_order[i];
+            if (g_fibers[t].state != RUNNABLE) continue;
+            set_thread(t);
+            kata_fiber_switch(&g_sched_sp, g_fibers[t].sp);
+            ++ran;
+            if (g_fibers[t].state == DONE) --live;
+        }
+        if (live == 0) break;
+        int released = resolve_warps();
+        released += resolve_barrier();
+        if (!ran && !released) report_stuck();
+    }
+}
+
+void run_grid(const kata_launch_t* L) {
+    gridDim = dim3(L->grid[0], L->grid[1], L->grid[2]);
+    blockDim = dim3(L->block[0], L->block[1], L->block[2]);
+    g_nthreads = L->block[0] * L->block[1] * L->block[2];
+    g_rng = L->seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
+    if (g_rng == 0) g_rng = 1;
+    uint64_t nblocks = (uint64_t)L->grid[0] * L->grid[1] * L->grid[2];
+    g_dyn_offset = (kDynSharedMax - ((L->shared_bytes + 15) & ~(size_t)15));
+    g_in_fiber_mode = L->fibers != 0;
+    g_in_kernel = true;
+    // Random block order: a full permutation costs memory, so walk an affine bijection
+    // b -> (a*b + c) mod n with a coprime to n; good enough to break "block 0 first".
+    uint64_t a = 1, c = 0;
+    if (L->schedule == 2 && nblocks > 1) {
+        a = rng_next() % nblocks | 1;
+        auto gcd = [](uint64_t x, uint64_t y) { while (y) { uint64_t t = x % y; x = y; y = t; } return x; };
+        while (gcd(a, nblocks) != 1) a = (a + 2) % nblocks | 1;
+        c = rng_next() % nblocks;
+    }
+    for (uint64_t i = 0; i < nblocks; ++i) {
+        uint64_t b = L->schedule == 1 ? nblocks - 1 - i : (a * i + c) % nblocks;
+        blockIdx.x = (unsigned)(b % L->grid[0]);
+        blockIdx.y = (unsigned)((b / L->grid[0]) % L->grid[1]);
+        blockIdx.z = (unsigned)(b / ((uint64_t)L->grid[0] * L->grid[1]));
+        g_gtid_base = (uint32_t)(b * g_nthreads);
+        if (g_in_fiber_mode) {
+            run_block_fibers(L);
+        } else {
+            run_block_direct(L);
+        }
+    }
+    g_in_kernel = false;
+}
+
+// ------------------------------------------------------------------ signals
+const char* sig_name(int sig) {
+    switch (sig) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGFPE: return "SIGFPE";
+        case SIGILL: return "SIGILL";
+        case SIGABRT: return "SIGABRT";
+        case SIGTRAP: return "SIGTRAP";
+        default: return "signal";
+    }
+}
+
+void on_fault(int sig, siginfo_t* info, void* uctx) {
+    kata_result_t* r = g_result;
+    if (r == nullptr || !g_in_kernel || r->status != KATA_OK) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    uintptr_t addr = reinterpret_cast<uintptr_t>(info->si_addr);
+    const ucontext_t* uc = static_cast<const ucontext_t*>(uctx);
+    int is_write = (sig == SIGSEGV) && (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+    r->sig = sig;
+    r->addr = addr;
+    r->is_write = is_write;
+    r->buffer = -1;
+    const kata_launch_t* L = g_launch;
+    const char* verb = is_write ? "write to" : "read of";
+    if (sig == SIGSEGV || sig == SIGBUS) {
+        for (int i = 0; L != nullptr && i < L->nbuffers; ++i) {
+            const kata_buffer& b = L->buffers[i];
+            if (addr >= b.map_lo && addr < b.map_lo + b.map_size) {
+                r->buffer = i;
+                r->offset = (long long)(addr - b.start);
+                long long past = (long long)addr - (long long)(b.start + b.size);
+                char what[64];
+                if (b.arg >= 0) {
+                    snprintf(what, sizeof what, "argument %d", b.arg);
+                } else {
+                    snprintf(what, sizeof what, "device array %d", i);
+                }
+                if (addr >= b.start + b.size) {
+                    snprintf(r->message, sizeof r->message,
+                             "out-of-bounds %s address 0x%lx: %lld bytes past the end of %s "
+                             "(%zu bytes)",
+                             verb, (unsigned long)addr, past, what, b.size);
+                } else {
+                    snprintf(r->message, sizeof r->message,
+                             "out-of-bounds %s address 0x%lx: %lld bytes before the start of %s "
+                             "(%zu bytes)",
+                             verb, (unsigned long)addr, (long long)(b.start - addr), what, b.size);
+                }
+                goto located;
+            }
+        }
+        if (g_dyn_shared && addr >= (uintptr_t)g_dyn_shared + kDynSharedMax &&
+            addr < (uintptr_t)g_dyn_shared + kDynSharedMax + g_page) {
+            snprintf(r->message, sizeof r->message,
+                     "out-of-bounds %s dynamic shared memory: past the end of the %zu bytes given "
+                     "by shared=",
+                     verb, L ? L->shared_bytes : 0);
+            goto located;
+        }
+        if (g_stacks && addr >= (uintptr_t)g_stacks &&
+            addr < (uintptr_t)g_stacks + (size_t)kMaxThreads * (kStackSize + g_page)) {
+            r->status = KATA_CRASH;
+            snprintf(r->message, sizeof r->message,
+                     "stack overflow: a thread used more than %zu KiB of stack (large local arrays "
+                     "or deep recursion)",
+                     kStackSize / 1024);
+            goto where;
+        }
+        if (addr < 4096) {
+            snprintf(r->message, sizeof r->message, "%s a null pointer (address 0x%lx)", verb,
+                     (unsigned long)addr);
+        } else {
+            snprintf(r->message, sizeof r->message,
+                     "invalid %s address 0x%lx, which is in no device buffer", verb,
+                     (unsigned long)addr);
+        }
+    located:
+        r->status = KATA_OOB;
+    } else {
+        r->status = sig == SIGABRT ? KATA_TRAP : KATA_CRASH;
+        snprintf(r->message, sizeof r->message, "%s%s", sig_name(sig),
+                 sig == SIGFPE ? " (integer division by zero?)"
+                 : sig == SIGABRT ? " (a failed assert() or abort())"
+                                  : "");
+    }
+where:
+    r->block[0] = blockIdx.x;
+    r->block[1] = blockIdx.y;
+    r->block[2] = blockIdx.z;
+    r->thread[0] = threadIdx.x;
+    r->thread[1] = threadIdx.y;
+    r->thread[2] = threadIdx.z;
+    if (L != nullptr && L->isolate) finish_child(4);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+const int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP};
+struct sigaction g_saved[6];
+
+// Installed for the launch only: in-process launches hand the signals back to Python afterwards.
+void install_handlers() {
+    if (g_altstack == nullptr) {
+        size_t alt = 64 * 1024;
+        g_altstack = static_cast<char*>(
+            mmap(nullptr, alt, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        stack_t ss{};
+        ss.ss_sp = g_altstack;
+        ss.ss_size = alt;
+        sigaltstack(&ss, nullptr);
+    }
+    struct sigaction sa{};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 6; ++i) sigaction(kSignals[i], &sa, &g_saved[i]);
+    g_handlers = true;
+}
+
+void restore_handlers() {
+    if (!g_handlers) return;
+    for (int i = 0; i < 6; ++i) sigaction(kSignals[i], &g_saved[i], nullptr);
+    g_handlers = false;
+}
+
+double now_s() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+bool init_common() {
+    static bool done = false;
+    if (done) return true;
+    long page = sysconf(_SC_PAGESIZE);
+    g_page = page > 0 ? (size_t)page : 4096;
+    void* shared = mmap(nullptr, g_page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) return false;
+    g_shared_result = static_cast<kata_result_t*>(shared);
+    void* dyn = mmap(nullptr, kDynSharedMax + g_page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (dyn == MAP_FAILED) return false;
+    g_dyn_shared = static_cast<unsigned char*>(dyn);
+    mprotect(g_dyn_shared + kDynSharedMax, g_page, PROT_NONE);
+    done = true;
+    return true;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ device API (called by kernels)
+extern "C" void kata_syncthreads(int line) {
+    if (!g_in_fiber_mode) {
+        fail(KATA_USAGE, "__syncthreads() at line %d ran without fibers (harness.cuda did not see "
+                         "it in the source: is it hidden behind a macro?)", line);
+    }
+    Fiber& f = g_fibers[g_current];
+    f.state = AT_BARRIER;
+    f.line = line;
+    f.pred = 0;
+    kata_fiber_switch(&f.sp, g_sched_sp);
+}
+
+extern "C" int kata_syncthreads_op(int line, int op, int pred) {
+    if (!g_in_fiber_mode) {
+        fail(KATA_USAGE, "__syncthreads_* at line %d ran without fibers", line);
+    }
+    Fiber& f = g_fibers[g_current];
+    f.state = AT_BARRIER;
+    f.line = line;
+    f.pred = pred;
+    kata_fiber_switch(&f.sp, g_sched_sp);
+    int count = g_barrier_result;
+    if (op == 0) return count;
+    if (op == 1) return count == (int)g_nthreads;
+    return count > 0;
+}
+
+extern "C" uint64_t kata_warp_op(int line, int op, unsigned mask, uint64_t value, int arg,
+                                 int width) {
+    if (!g_in_fiber_mode) {
+        fail(KATA_USAGE, "%s at line %d ran without fibers (harness.cuda did not see it in the "
+                         "source: is it hidden behind a macro?)", wop_name(op), line);
+    }
+    Fiber& f = g_fibers[g_current];
+    f.state = AT_WARP;
+    f.line = line;
+    f.wop = op;
+    f.wmask = mask;
+    f.wvalue = value;
+    f.warg = arg;
+    f.wwidth = width;
+    kata_fiber_switch(&f.sp, g_sched_sp);
+    return g_fibers[g_current].wresult;
+}
+
+extern "C" void* kata_dynamic_shared(void) { return g_dyn_shared + g_dyn_offset; }
+
+extern "C" void kata_trap(int line) { fail(KATA_TRAP, "__trap() at line %d", line); }
+
+extern "C" unsigned long long kata_clock64(void) {
+    return (unsigned long long)(now_s() * 1e9);
+}
+
+// ------------------------------------------------------------------ tracing (clang
+// -fsanitize-coverage=trace-loads,trace-stores calls these for every load and store)
+static inline void trace_access(void* pc, const void* p, unsigned size, unsigned store) {
+    const kata_launch_t* L = g_launch;
+    if (g_events == nullptr || !g_in_kernel || L == nullptr) return;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    for (int i = 0; i < L->nbuffers; ++i) {
+        const kata_buffer& b = L->buffers[i];
+        if (a >= b.start && a < b.start + b.size) {
+            if (g_event_count < g_event_cap) {
+                kata_event& e = g_events[g_event_count];
+                e.pc = reinterpret_cast<uint64_t>(pc);
+                e.addr = a;
+                e.gtid = g_gtid_base + g_current;
+                e.size = (uint16_t)size;
+                e.store = (uint16_t)store;
+            }
+            ++g_event_count;
+            return;
+        }
+    }
+}
+
+#define KATA_TRACE_FN(kind, n, store)                                         \
+    extern "C" void __sanitizer_cov_##kind##n(void* p) {                      \
+        trace_access(__builtin_return_address(0), p, n, store);                \
+    }
+KATA_TRACE_FN(load, 1, 0)
+KATA_TRACE_FN(load, 2, 0)
+KATA_TRACE_FN(load, 4, 0)
+KATA_TRACE_FN(load, 8, 0)
+KATA_TRACE_FN(load, 16, 0)
+KATA_TRACE_FN(store, 1, 1)
+KATA_TRACE_FN(store, 2, 1)
+KATA_TRACE_FN(store, 4, 1)
+KATA_TRACE_FN(store, 8, 1)
+KATA_TRACE_FN(store, 16, 1)
+
+// ------------------------------------------------------------------ host API (called by Python)
+extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, size_t* map_size) {
+    // [guard page][data ... buffer ends at a page boundary][guard page]: the first byte past the
+    // end faults. MAP_SHARED so that a forked launch's writes are visible here.
+    if (!init_common()) return nullptr;
+    if (align == 0) align = 1;
+    size_t data = (nbytes + align - 1) / align * align;
+    size_t pages = (data + g_page - 1) / g_page;
+    if (pages == 0) pages = 1;
+    size_t total = (pages + 2) * g_page;
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    char* base = static_cast<char*>(p);
+    mprotect(base, g_page, PROT_NONE);
+    mprotect(base + (pages + 1) * g_page, g_page, PROT_NONE);
+    *map_lo = reinterpret_cast<uintptr_t>(base);
+    *map_size = total;
+    return base + (pages + 1) * g_page - data;
+}
+
+extern "C" void kata_dev_free(uintptr_t map_lo, size_t map_size) {
+    munmap(reinterpret_cast<void*>(map_lo), map_size);
+}
+
+extern "C" void* kata_shared_alloc(size_t nbytes) {
+    void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+extern "C" void kata_shared_free(void* p, size_t nbytes) { munmap(p, nbytes); }
+
+extern "C" uintptr_t kata_lib_base(void* symbol) {
+    Dl_info info;
+    if (dladdr(symbol, &info) == 0) return 0;
+    return reinterpret_cast<uintptr_t>(info.dli_fbase);
+}
+
+extern "C" void* kata_open(const char* path, char* err, size_t errlen) {
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) snprintf(err, errlen, "%s", dlerror());
+    return h;
+}
+
+extern "C" void* kata_sym(void* handle, const char* name) { return dlsym(handle, name); }
+
+extern "C" int kata_max_threads(void) { return kMaxThreads; }
+extern "C" size_t kata_dyn_shared_max(void) { return kDynSharedMax; }
+
+static void launch_here(const kata_launch_t* L, kata_result_t* r) {
+    g_launch = L;
+    g_result = r;
+    g_events = L->events;
+    g_event_cap = L->event_capacity;
+    g_event_count = 0;
+    install_handlers();
+    double t0 = now_s();
+    run_grid(L);
+    r->seconds = now_s() - t0;
+    r->events = g_event_count;
+    r->events_overflow = g_event_count > g_event_cap;
+    restore_handlers();
+}
+
+extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
+    memset(out, 0, sizeof *out);
+    out->buffer = -1;
+    if (!init_common() || (L->fibers && !ensure_stacks())) {
+        out->status = KATA_USAGE;
+        snprintf(out->message, sizeof out->message, "cannot map fiber stacks: %s", strerror(errno));
+        return out->status;
+    }
+    if (!L->isolate) {
+        launch_here(L, out);
+        g_launch = nullptr;
+        g_result = nullptr;
+        return out->status;
+    }
+    kata_result_t* shared = g_shared_result;
+    memset(shared, 0, sizeof *shared);
+    shared->buffer = -1;
+    fflush(nullptr);  // unflushed stdio buffers would be printed twice
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        out->status = KATA_USAGE;
+        snprintf(out->message, sizeof out->message, "fork failed: %s", strerror(errno));
+        return out->status;
+    }
+    if (pid == 0) {
+        launch_here(L, shared);
+        finish_child(0);
+    }
+    int st = 0;
+    long sleep_ns = 20000;
+    for (;;) {
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid) break;
+        if (got < 0 && errno != EINTR) break;
+        if (L->timeout > 0 && now_s() - t0 > L->timeout) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            memcpy(out, shared, sizeof *out);
+            out->status = KATA_TIMEOUT;
+            snprintf(out->message, sizeof out->message,
+                     "did not finish within %.3g s (an endless loop, or a spin-wait on another "
+                     "block: blocks run one after another here)",
+                     L->timeout);
+            return out->status;
+        }
+        timespec ts{0, sleep_ns};
+        nanosleep(&ts, nullptr);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+    memcpy(out, shared, sizeof *out);
+    if (out->status == KATA_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        out->status = KATA_CRASH;
+        if (WIFSIGNALED(st)) {
+            out->sig = WTERMSIG(st);
+            snprintf(out->message, sizeof out->message, "the launch died of %s",
+                     sig_name(WTERMSIG(st)));
+        } else {
+            snprintf(out->message, sizeof out->message, "the launch exited with status %d",
+                     WEXITSTATUS(st));
+        }
+    }
+    return out->status;
+}

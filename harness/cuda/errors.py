@@ -1,0 +1,86 @@
+"""The exceptions of harness.cuda. Every one names the kernel, so a test failure reads on its own."""
+
+from __future__ import annotations
+
+from harness.native.build import BuildError
+
+__all__ = [
+    "BarrierDeadlock",
+    "CudaCompileError",
+    "CudaError",
+    "KernelCrash",
+    "KernelError",
+    "KernelTimeout",
+    "LaunchError",
+    "OutOfBounds",
+    "RaceDetected",
+]
+
+
+class CudaError(Exception):
+    """Base of every harness.cuda error."""
+
+
+class CudaCompileError(CudaError, BuildError):
+    """The compiler rejected the .cu file; the message is its trimmed diagnostics (file.cu:line)."""
+
+
+class LaunchError(CudaError):
+    """A launch that cannot run: bad block/grid, wrong argument count, kind or size."""
+
+
+class KernelError(CudaError):
+    """The kernel went wrong while running. `kernel`, `block`, `thread` say where."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kernel: str,
+        block: tuple[int, int, int] | None = None,
+        thread: tuple[int, int, int] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.block = block
+        self.thread = thread
+
+
+class OutOfBounds(KernelError):
+    """A global-memory access outside every buffer (caught by a guard page)."""
+
+    def __init__(self, message: str, *, address: int, argument: int | None, **kw: object) -> None:
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.address = address
+        self.argument = argument
+
+
+class BarrierDeadlock(KernelError):
+    """A __syncthreads() or warp collective that not every thread it waits for reaches."""
+
+
+class KernelCrash(KernelError):
+    """Another fatal signal in the kernel: SIGFPE, a fiber's stack overflow, __trap(), assert."""
+
+
+class KernelTimeout(KernelError):
+    """The launch ran past its time limit."""
+
+
+class RaceDetected(CudaError):
+    """Outputs differ between thread schedules: a missing __syncthreads() or a data race."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kernel: str,
+        schedules: tuple[str, str],
+        argument: int,
+        mismatches: int,
+    ) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.schedules = schedules
+        self.argument = argument
+        self.mismatches = mismatches

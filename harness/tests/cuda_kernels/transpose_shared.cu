@@ -1,0 +1,27 @@
+// Transpose through a padded shared-memory tile: out (cols x rows) = in (rows x cols) transposed.
+#define TILE 32
+#define ROWS 8
+
+__global__ void transpose_shared(const float* in, float* out, int rows, int cols) {
+    __shared__ float tile[TILE][TILE + 1];
+    int x = blockIdx.x * TILE + threadIdx.x;
+    int y = blockIdx.y * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += ROWS) {
+        if (x < cols && y + j < rows) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * cols + x];
+    }
+    __syncthreads();
+    x = blockIdx.y * TILE + threadIdx.x;
+    y = blockIdx.x * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += ROWS) {
+        if (x < rows && y + j < cols) out[(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
+    }
+}
+
+// The naive version, for tracing: the store is strided by `rows`.
+__global__ void transpose_naive(const float* in, float* out, int rows, int cols) {
+    int x = blockIdx.x * TILE + threadIdx.x;
+    int y = blockIdx.y * TILE + threadIdx.y;
+    for (int j = 0; j < TILE; j += ROWS) {
+        if (x < cols && y + j < rows) out[x * rows + y + j] = in[(y + j) * cols + x];
+    }
+}
