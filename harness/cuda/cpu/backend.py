@@ -38,14 +38,15 @@ __all__ = ["CpuDeviceArray", "CpuFunction", "CpuModule", "SCHEDULES", "runtime"]
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
-SCHEDULES = ("forward", "reverse", "random")
+SCHEDULES = ("forward", "reverse", "random", "preempt")
 DEFAULT_TIMEOUT_S = 20.0
 _CXX_FLAGS = ("-std=c++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
 _TRACE_FLAGS = (
     "-O1",  # keep one load/store per source access: easier to read per line
     "-fno-vectorize",
     "-fno-slp-vectorize",
-    "-fsanitize-coverage=trace-loads,trace-stores",
+    "-fsanitize-coverage=edge,trace-loads,trace-stores",
+    "-DKATA_TRACE_BUILD=1",
 )
 _KINDS = {0: "signed integer", 1: "unsigned integer", 2: "floating point", 3: "pointer"}
 _KINDS.update({4: "struct", 5: "bool"})
@@ -60,7 +61,7 @@ typedef struct {
     void (*call)(void**); void** args; const char* kernel;
     unsigned grid[3]; unsigned block[3]; size_t shared_bytes;
     int schedule; uint64_t seed; int fibers; int isolate; double timeout;
-    int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity;
+    int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity; int preempt;
 } kata_launch_t;
 typedef struct {
     int status; int sig; unsigned block[3]; unsigned thread[3]; uint64_t addr; int buffer;
@@ -472,7 +473,6 @@ class CpuFunction:
                 bufs[j].arg = i
             kname = ffi.new("char[]", self.name.encode())
             L = ffi.new("kata_launch_t*")
-            L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
             L.args = argv
             L.kernel = kname
             L.grid = [gx, gy, gz]
@@ -480,7 +480,12 @@ class CpuFunction:
             L.shared_bytes = shared
             L.schedule = SCHEDULES.index(schedule)
             L.seed = int(seed) & (2**64 - 1)
-            L.fibers = int(self.module.fibers)
+            preempt = schedule == "preempt"
+            if preempt:
+                compiler = "clang"  # needs the traced build: a switch point at every access
+            L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
+            L.fibers = int(self.module.fibers or preempt)
+            L.preempt = 128 if preempt else 0
             L.isolate = int(isolate)
             L.timeout = float(timeout if timeout is not None else self.module.timeout)
             L.nbuffers = len(buffers)
@@ -573,8 +578,9 @@ class CpuFunction:
         return outputs, seconds
 
     def check_races(self, *args: Any, **kw: Any) -> None:
-        """Run under every schedule (default: all three); RaceDetected if outputs differ."""
-        kw.setdefault("schedules", SCHEDULES)
+        """Run under every schedule (default: all that this machine can); RaceDetected if outputs
+        differ."""
+        kw.setdefault("schedules", default_schedules())
         self(*args, **kw)
 
     def trace(self, *args: Any, block: Any = None, grid: Any = (1, 1), shared: int = 0, **kw: Any):
@@ -632,7 +638,7 @@ def _race_error(
     for idx in bad[:5]:
         t = tuple(int(i) for i in idx)
         key = t if len(t) > 1 else t[0]
-        shown.append(f"[{key}]: {a[t]!r} vs {b[t]!r}")
+        shown.append(f"[{key}]: {a[t]} vs {b[t]}")
     pname = f.params[index].name if index < len(f.params) else f"#{index}"
     msg = (
         f"kernel {f.name}: output argument {index} ({pname}) differs between the {pair[0]} and "
@@ -641,6 +647,14 @@ def _race_error(
         "__syncthreads() or a data race."
     )
     return RaceDetected(msg, kernel=f.name, schedules=pair, argument=index, mismatches=n)
+
+
+@functools.cache
+def default_schedules() -> tuple[str, ...]:
+    """All schedules; "preempt" needs clang (its switch points are coverage callbacks)."""
+    from harness.toolchain import find_tool
+
+    return SCHEDULES if find_tool("clang") else SCHEDULES[:3]
 
 
 @functools.cache

@@ -75,6 +75,7 @@ typedef struct {
     const kata_buffer* buffers;
     kata_event* events;  // trace buffer (MAP_SHARED) or NULL
     size_t event_capacity;
+    int preempt;  // 0..256: chance/256 that a traced memory access switches to another thread
 } kata_launch_t;
 
 enum {
@@ -488,7 +489,7 @@ void shuffle_order(unsigned n) {
 
 void make_order(unsigned n, int schedule) {
     for (unsigned i = 0; i < n; ++i) g_order[i] = schedule == 1 ? n - 1 - i : i;
-    if (schedule == 2) shuffle_order(n);
+    if (schedule >= 2) shuffle_order(n);
 }
 
 void run_block_direct(const kata_launch_t* L) {
@@ -505,7 +506,7 @@ void run_block_fibers(const kata_launch_t* L) {
     make_order(g_nthreads, L->schedule);
     while (live > 0) {
         int ran = 0;
-        if (L->schedule == 2) shuffle_order(g_nthreads);
+        if (L->schedule >= 2) shuffle_order(g_nthreads);
         for (unsigned i = 0; i < g_nthreads; ++i) {
             unsigned t = g_order[i];
             if (g_fibers[t].state != RUNNABLE) continue;
@@ -534,7 +535,7 @@ void run_grid(const kata_launch_t* L) {
     // Random block order: a full permutation costs memory, so walk an affine bijection
     // b -> (a*b + c) mod n with a coprime to n; good enough to break "block 0 first".
     uint64_t a = 1, c = 0;
-    if (L->schedule == 2 && nblocks > 1) {
+    if (L->schedule >= 2 && nblocks > 1) {
         a = rng_next() % nblocks | 1;
         auto gcd = [](uint64_t x, uint64_t y) { while (y) { uint64_t t = x % y; x = y; y = t; } return x; };
         while (gcd(a, nblocks) != 1) a = (a + 2) % nblocks | 1;
@@ -766,10 +767,30 @@ extern "C" unsigned long long kata_clock64(void) {
 
 // ------------------------------------------------------------------ tracing (clang
 // -fsanitize-coverage=trace-loads,trace-stores calls these for every load and store)
+static inline bool private_address(uintptr_t a) {
+    // Fiber stacks (locals) and the runtime's own variables are never shared between threads.
+    if (g_stacks && a >= (uintptr_t)g_stacks &&
+        a < (uintptr_t)g_stacks + (size_t)kMaxThreads * (kStackSize + g_page)) {
+        return true;
+    }
+    return (a >= (uintptr_t)&threadIdx && a < (uintptr_t)(&threadIdx + 1)) ||
+           (a >= (uintptr_t)&blockIdx && a < (uintptr_t)(&blockIdx + 1)) ||
+           (a >= (uintptr_t)&blockDim && a < (uintptr_t)(&blockDim + 1)) ||
+           (a >= (uintptr_t)&gridDim && a < (uintptr_t)(&gridDim + 1));
+}
+
 static inline void trace_access(void* pc, const void* p, unsigned size, unsigned store) {
     const kata_launch_t* L = g_launch;
-    if (g_events == nullptr || !g_in_kernel || L == nullptr) return;
+    if (!g_in_kernel || L == nullptr) return;
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (L->preempt && g_in_fiber_mode && !private_address(a) &&
+        (int)(rng_next() >> 56) < L->preempt) {
+        // The "preempt" schedule: let other threads run between this thread's memory accesses,
+        // as warps interleave on a GPU; exposes lost updates and missing barriers.
+        Fiber& f = g_fibers[g_current];
+        kata_fiber_switch(&f.sp, g_sched_sp);
+    }
+    if (g_events == nullptr) return;
     for (int i = 0; i < L->nbuffers; ++i) {
         const kata_buffer& b = L->buffers[i];
         if (a >= b.start && a < b.start + b.size) {

@@ -137,19 +137,25 @@ static inline unsigned long long clock64() { return kata_clock64(); }
 #define __trap() kata_trap(__LINE__)
 
 // ---------------------------------------------------------------- atomics
-// Fibers run on one OS thread and switch only at barriers and warp collectives, so a plain
-// read-modify-write is atomic here.
-template <typename T> static inline T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
-template <typename T> static inline T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
-template <typename T> static inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
-template <typename T> static inline T atomicMin(T* p, T v) { T o = *p; *p = v < o ? v : o; return o; }
-template <typename T> static inline T atomicMax(T* p, T v) { T o = *p; *p = v > o ? v : o; return o; }
-template <typename T> static inline T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
-template <typename T> static inline T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
-template <typename T> static inline T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
-template <typename T> static inline T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
-static inline unsigned atomicInc(unsigned* p, unsigned v) { unsigned o = *p; *p = o >= v ? 0 : o + 1; return o; }
-static inline unsigned atomicDec(unsigned* p, unsigned v) { unsigned o = *p; *p = (o == 0 || o > v) ? v : o - 1; return o; }
+// Fibers run on one OS thread and switch only at barriers, warp collectives and (in traced
+// builds, the "preempt" schedule) at memory accesses, so a plain read-modify-write is atomic here
+// as long as traced builds do not instrument it: no inlining, no coverage callbacks.
+#ifdef KATA_TRACE_BUILD
+#define KATA_ATOMIC static __attribute__((noinline, no_sanitize("coverage")))
+#else
+#define KATA_ATOMIC static inline
+#endif
+template <typename T> KATA_ATOMIC T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
+template <typename T> KATA_ATOMIC T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
+template <typename T> KATA_ATOMIC T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
+template <typename T> KATA_ATOMIC T atomicMin(T* p, T v) { T o = *p; *p = v < o ? v : o; return o; }
+template <typename T> KATA_ATOMIC T atomicMax(T* p, T v) { T o = *p; *p = v > o ? v : o; return o; }
+template <typename T> KATA_ATOMIC T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
+template <typename T> KATA_ATOMIC T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
+template <typename T> KATA_ATOMIC T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
+template <typename T> KATA_ATOMIC T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+KATA_ATOMIC unsigned atomicInc(unsigned* p, unsigned v) { unsigned o = *p; *p = o >= v ? 0 : o + 1; return o; }
+KATA_ATOMIC unsigned atomicDec(unsigned* p, unsigned v) { unsigned o = *p; *p = (o == 0 || o > v) ? v : o - 1; return o; }
 // Mixed argument types, as CUDA code writes them: atomicAdd(&count[i], 1) on unsigned counters.
 static inline unsigned atomicAdd(unsigned* p, int v) { return atomicAdd<unsigned>(p, (unsigned)v); }
 static inline unsigned long long atomicAdd(unsigned long long* p, int v) { return atomicAdd<unsigned long long>(p, (unsigned long long)v); }

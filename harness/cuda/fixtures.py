@@ -1,0 +1,171 @@
+"""The `cuda` pytest fixture (registered by harness.plugin): kata .cu files on the cpu or gpu backend.
+
+    def test_vadd(cuda):
+        f = cuda.module("vadd.cu").get_function("vadd")
+        f(cuda.In(a), cuda.In(b), cuda.Out(c), np.int32(n), block=(256, 1, 1), grid=(4, 1))
+
+See docs/cuda.md for the whole API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness.cuda as hc
+from harness.cuda.args import In, InOut, Out
+
+__all__ = ["CudaSession", "cuda"]
+
+_MODULES: dict[tuple[Any, ...], Any] = {}  # one build/load per source and options per process
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("gpu-katas").addoption(
+        "--kata-cuda-backend",
+        choices=("auto", "cpu", "gpu"),
+        default="auto",
+        help="backend of the `cuda` fixture: auto (gpu when the gpu tier is present), cpu, gpu",
+    )
+
+
+class CudaSession:
+    """What the `cuda` fixture gives a test. `backend` is "cpu" or "gpu"."""
+
+    In = In
+    Out = Out
+    InOut = InOut
+    CudaError = hc.CudaError
+    CudaCompileError = hc.CudaCompileError
+    LaunchError = hc.LaunchError
+    KernelError = hc.KernelError
+    OutOfBounds = hc.OutOfBounds
+    BarrierDeadlock = hc.BarrierDeadlock
+    KernelCrash = hc.KernelCrash
+    KernelTimeout = hc.KernelTimeout
+    RaceDetected = hc.RaceDetected
+
+    def __init__(
+        self,
+        backend: str,
+        resolve: Any = None,
+        search_dirs: Sequence[Path] = (),
+        timeout: float = 20.0,
+    ) -> None:
+        if backend not in hc.BACKENDS:
+            raise ValueError(f"backend must be one of {hc.BACKENDS}, not {backend!r}")
+        self.backend = backend
+        self._resolve = resolve
+        self._search_dirs = [Path(d) for d in search_dirs]
+        self.timeout = timeout
+
+    def path(self, name: str) -> Path:
+        """The kata file `name` of the current implementation (learner's, or the reference)."""
+        p = Path(name)
+        if p.is_absolute():
+            return p
+        if self._resolve is not None:
+            return Path(self._resolve(name))
+        for d in self._search_dirs:
+            if (d / name).exists():
+                return d / name
+        raise FileNotFoundError(f"{name} not found in {', '.join(map(str, self._search_dirs))}")
+
+    def module(
+        self,
+        name: str,
+        options: Sequence[str] = (),
+        no_extern_c: bool = False,
+        backend: str | None = None,
+    ) -> Any:
+        """SourceModule of the kata file `name`; backend="cpu" forces the cpu backend."""
+        path = self.path(name)
+        source = path.read_text(encoding="utf-8")
+        return self.source_module(
+            source,
+            options,
+            no_extern_c,
+            backend=backend,
+            name=path.name,
+            include_dirs=[path.parent],
+        )
+
+    def source_module(
+        self,
+        source: str,
+        options: Sequence[str] = (),
+        no_extern_c: bool = False,
+        *,
+        backend: str | None = None,
+        name: str = "kernel.cu",
+        include_dirs: Sequence[Path | str] = (),
+    ) -> Any:
+        backend = backend or self.backend
+        dirs = tuple(str(d) for d in include_dirs)
+        key = (source, tuple(options), no_extern_c, backend, name, dirs, self.timeout)
+        if key not in _MODULES:
+            kw: dict[str, Any] = {"timeout": self.timeout} if backend == "cpu" else {}
+            _MODULES[key] = hc.SourceModule(
+                source,
+                options,
+                no_extern_c,
+                backend=backend,
+                name=name,
+                include_dirs=dirs,
+                **kw,
+            )
+        return _MODULES[key]
+
+    def to_device(self, a: Any) -> Any:
+        return hc.to_device(a, backend=self.backend)
+
+    def zeros(self, shape: Any, dtype: Any = "float32") -> Any:
+        return hc.zeros(shape, dtype, backend=self.backend)
+
+    def empty(self, shape: Any, dtype: Any = "float32") -> Any:
+        return hc.empty(shape, dtype, backend=self.backend)
+
+    def check_races(self, f: Any, *args: Any, **kw: Any) -> None:
+        hc.check_races(f, *args, **kw)
+
+    def trace(self, f: Any, *args: Any, **kw: Any) -> Any:
+        if not hasattr(f, "trace"):
+            raise hc.CudaError(
+                "memory tracing needs the cpu backend: cuda.module(..., backend='cpu')"
+            )
+        return f.trace(*args, **kw)
+
+
+def _choose_backend(config: pytest.Config) -> str:
+    wanted = config.getoption("--kata-cuda-backend", "auto")
+    if wanted != "auto":
+        return wanted
+    try:
+        from harness.plugin import STATE
+
+        caps = config.stash[STATE].caps
+    except (ImportError, KeyError):
+        return "cpu"
+    return "gpu" if caps.has_tier("gpu") else "cpu"
+
+
+@pytest.fixture(scope="module")
+def cuda(request: pytest.FixtureRequest) -> CudaSession:
+    """CUDA for this test's kata: `cuda.module("vadd.cu")`, `cuda.In(a)`, `cuda.backend`."""
+    backend = _choose_backend(request.config)
+    resolve = None
+    timeout = 20.0
+    try:
+        from harness.plugin import STATE, _context
+
+        ctx = _context(request.config.stash[STATE], request.path)
+    except Exception:  # not inside a kata: files resolve beside the test
+        ctx = None
+    if ctx is not None:
+        resolve = ctx.source
+        limit = getattr(ctx.manifest, "time_limit", 0) or 0
+        timeout = max(1.0, min(timeout, 0.8 * limit)) if limit else timeout
+    return CudaSession(backend, resolve, [request.path.parent], timeout)
