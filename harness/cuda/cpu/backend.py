@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
 SCHEDULES = ("forward", "reverse", "random", "preempt")
 DEFAULT_TIMEOUT_S = 20.0
-_CXX_FLAGS = ("-std=c++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
+_CXX_FLAGS = ("-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
 _TRACE_FLAGS = (
     "-O1",  # keep one load/store per source access: easier to read per line
     "-fno-vectorize",
