@@ -1,0 +1,43 @@
+"""A warm rerun of a cuda test compiles nothing: checked by harness.native's compiles.log."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.native.cache import ArtefactCache
+from harness.toolchain import find_tool
+
+pytestmark = pytest.mark.skipif(find_tool("cxx") is None, reason="needs a C++ compiler (g++)")
+
+TEST = """
+import numpy as np
+
+
+def test_scale(cuda):
+    f = cuda.module("scale.cu", backend="cpu").get_function("scale")
+    x = np.arange(100, dtype=np.float32)
+    f(cuda.InOut(x), np.float32(2), np.int32(100), block=(64, 1, 1), grid=(2, 1))
+    assert (x == 2 * np.arange(100)).all()
+"""
+
+KERNEL = """
+__global__ void scale(float* x, float s, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= s;
+}
+"""
+
+
+def test_second_run_compiles_nothing(pytester: pytest.Pytester, monkeypatch, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KATA_BUILD_CACHE", str(cache))
+    pytester.makepyfile(test_scale=TEST)
+    (pytester.path / "scale.cu").write_text(KERNEL)
+    first = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    first.assert_outcomes(passed=1)
+    builds = ArtefactCache(cache).logged_builds()
+    labels = " ".join(builds)
+    assert len(builds) == 2 and "runtime.cpp" in labels and "scale.cpp" in labels, builds
+    second = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    second.assert_outcomes(passed=1)
+    assert ArtefactCache(cache).logged_builds() == builds  # nothing compiled the second time
