@@ -41,3 +41,41 @@ def test_second_run_compiles_nothing(pytester: pytest.Pytester, monkeypatch, tmp
     second = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
     second.assert_outcomes(passed=1)
     assert ArtefactCache(cache).logged_builds() == builds  # nothing compiled the second time
+
+
+KATA_TOML = """\
+id = "scale"
+title = "Scale a vector"
+phase = 2
+summary = "x *= s on the GPU"
+languages = ["cuda"]
+files = ["scale.cu"]
+time_limit = 10
+
+[[tasks]]
+id = "scale"
+title = "Scale"
+points = 10
+tests = ["test_scale*"]
+hints = ["one thread per element"]
+"""
+
+STUB = """
+__global__ void scale(float* x, float s, int n) {
+    // TODO
+}
+"""
+
+
+def test_cuda_fixture_loads_the_learner_file_or_the_reference(repo, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("KATA_BUILD_CACHE", str(tmp_path / "cache"))
+    repo.write("katas/phase02/scale/kata.toml", KATA_TOML)
+    repo.write("katas/phase02/scale/scale.cu", STUB)
+    repo.write("katas/phase02/scale/tests/test_scale.py", TEST)
+    repo.write("solutions/phase02/scale/scale.cu", KERNEL)
+    learner = repo.pytester.runpytest_subprocess("katas", "-p", "no:randomly")
+    learner.assert_outcomes(failed=1)
+    solution = repo.pytester.runpytest_subprocess(
+        "katas", "-p", "no:randomly", "--kata-impl=solution"
+    )
+    solution.assert_outcomes(passed=1)

@@ -93,6 +93,6 @@ def test_marshalling_wraps_arrays_and_checks_scalars() -> None:
 def test_without_pycuda_or_cupy_the_gpu_backend_says_what_to_install(monkeypatch) -> None:
     if gpu.available_driver() is not None:
         pytest.skip("a gpu driver library is installed here")
-    monkeypatch.setattr(gpu, "_driver", None)
+    monkeypatch.setattr(gpu, "_drivers", {})
     with pytest.raises(hc.CudaError, match=r"needs pycuda .*--kata-cuda-backend=cpu"):
         hc.SourceModule("__global__ void k() {}", backend="gpu")
