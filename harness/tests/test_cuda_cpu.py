@@ -37,6 +37,10 @@ def backend(request: pytest.FixtureRequest) -> str:
         reason = _gpu_skip_reason(request.config)
         if reason:
             pytest.skip(reason)
+        from harness.cuda.gpu import available_driver
+
+        if available_driver() is None:
+            pytest.skip("the gpu backend needs pycuda or CuPy: pip install -e '.[gpu]'")
     return request.param
 
 
