@@ -16,6 +16,7 @@ docs/budgets.md is the instructor's guide.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -81,12 +82,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     lock = item.config.stash.get(_LOCK, None)
     if (
         lock is None
+        or _in_sandbox_child()  # the parent process holds the lock for this test already
         or item.stash.get(ITEM_INFO, None) is None
         or any(m.name == "skip" for m in item.iter_markers())  # skipped at once: nothing to guard
     ):
         return (yield)
     with lock.exclusive() if item.stash.get(_IS_BUDGET, False) else lock.shared():
         return (yield)
+
+
+def _in_sandbox_child() -> bool:
+    sandbox = sys.modules.get("harness.sandbox")
+    return bool(getattr(sandbox, "_IN_CHILD", False))
 
 
 # --------------------------------------------------------------------------- the fixture
