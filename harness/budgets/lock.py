@@ -14,9 +14,10 @@ budget test. Why this cannot deadlock: locks are always taken gate first; a test
 main lock shared waits for nothing (it only releases); a budget test waiting for the main lock
 holds the gate, never a shared lock of its own; and a worker holds the locks of one test at a time.
 
-flock locks belong to an open file description: a child forked *without* exec (multiprocessing's
-fork) that outlives its test keeps the lock held. Python's descriptors are not inherited across
-exec, so subprocesses are fine.
+flock locks belong to an open file description, which a child forked *without* exec (the
+sandbox's per-kata child, multiprocessing's fork) shares: closing our descriptor does not release
+the lock while such a child keeps its copy open. So every release is an explicit `LOCK_UN`, which
+drops the lock for the description whoever else holds it open.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class BudgetLock:
         self.gate_path = self.directory / "budgets.gate"
         self.lock_path = self.directory / "budgets.lock"
 
+    @staticmethod
+    def _release(fd: int) -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)  # not just close(): a forked child may share the fd
+        finally:
+            os.close(fd)
+
     def _open(self, path: Path) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -51,14 +59,14 @@ class BudgetLock:
             fcntl.flock(main, fcntl.LOCK_SH)
         except BaseException:
             if main >= 0:
-                os.close(main)
+                self._release(main)
             raise
         finally:
-            os.close(gate)  # closing releases the gate
+            self._release(gate)
         try:
             yield
         finally:
-            os.close(main)
+            self._release(main)
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -71,6 +79,6 @@ class BudgetLock:
                 fcntl.flock(main, fcntl.LOCK_EX)  # the tests already running finish first
                 yield
             finally:
-                os.close(main)
+                self._release(main)
         finally:
-            os.close(gate)
+            self._release(gate)

@@ -138,6 +138,8 @@ class Sandbox:
             for data in outcome.reports:
                 rep = config.hook.pytest_report_from_serializable(config=config, data=data)
                 if isinstance(rep, TestReport) and rep.nodeid == item.nodeid:
+                    if isinstance(rep.longrepr, list):  # a skip's (path, line, reason) via JSON
+                        rep.longrepr = tuple(rep.longrepr)
                     reports.append(rep)
             if reports:
                 return reports

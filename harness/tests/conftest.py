@@ -9,6 +9,20 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+# No harness test takes a minute; one that hangs (a lock, a child that never answers) must fail
+# CI with its stacks dumped, not run into CI's 90-minute limit. The thread method, because the
+# plugin under test uses SIGALRM for its own per-test limits inside inline pytester runs.
+HANG_LIMIT_S = 300
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("timeout"):
+        return
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(HANG_LIMIT_S, method="thread"))
+
+
 DEMO_MANIFEST = """\
 id = "{id}"
 title = "Demo kata {id}"
