@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import harness.cuda as hc
+import harness.cuda.bindings  # noqa: F401 - imported before any test: harness.sandbox's guard
 import harness.cuda.cpu.backend
 import harness.cuda.cpu.trace
 import harness.cuda.gpu  # noqa: F401 - imported before any test: harness.sandbox's guard

@@ -1,4 +1,4 @@
-"""The gpu backend: the same SourceModule surface on a real GPU, through pycuda or CuPy.
+"""The gpu backend: the same SourceModule surface on a real GPU: pycuda, CuPy or cuda-bindings.
 
 Nothing here imports a CUDA library at import time: the driver is chosen when the first gpu module
 is created (in the test process, after xdist has started its workers), so importing harness.cuda
@@ -44,10 +44,18 @@ def plan_args(kernel: str, args: Sequence[Any]) -> list[Planned]:
     return plan
 
 
+DRIVERS = ("pycuda", "cupy", "cuda-bindings")  # in order of preference
+_MODULE_OF = {"pycuda": "pycuda", "cupy": "cupy", "cuda-bindings": "cuda.bindings"}
+
+
 def available_driver() -> str | None:
-    """ "pycuda" or "cupy" when importable (checked without importing them), else None."""
-    for name in ("pycuda", "cupy"):
-        if importlib.util.find_spec(name) is not None:
+    """The first of DRIVERS that is importable (checked without importing it), else None."""
+    for name in DRIVERS:
+        try:
+            found = importlib.util.find_spec(_MODULE_OF[name]) is not None
+        except (ImportError, ValueError):  # "cuda.bindings" when no `cuda` package exists
+            found = False
+        if found:
             return name
     return None
 
@@ -145,10 +153,16 @@ def driver() -> Any:
         which = available_driver()
         if which is None:
             raise CudaError(
-                "the gpu backend needs pycuda (`pip install -e '.[gpu]'`) or CuPy; neither is "
-                "installed (the cpu backend needs neither: --kata-cuda-backend=cpu)"
+                "the gpu backend needs pycuda (`pip install -e '.[gpu]'`), CuPy or cuda-python "
+                "(`pip install cuda-python`); none is installed (the cpu backend needs none: "
+                "--kata-cuda-backend=cpu)"
             )
-        _drivers["gpu"] = _PyCuda() if which == "pycuda" else _CuPy()
+        if which == "cuda-bindings":
+            from harness.cuda.bindings import CudaBindings
+
+            _drivers["gpu"] = CudaBindings()
+        else:
+            _drivers["gpu"] = _PyCuda() if which == "pycuda" else _CuPy()
     return _drivers["gpu"]
 
 
