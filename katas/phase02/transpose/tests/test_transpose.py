@@ -2,14 +2,12 @@
 
 sectors: sectors.py, the 32-byte sector model of a warp's global-memory access.
 banks:   banks.py, the 32-bank model of a warp's shared-memory access.
-naive, tiled, padded: the kernels of transpose.cu, their results and their global traffic.
+naive, tiled, padded: the kernels of transpose.cu on harness.cuda's cpu backend (the `cuda`
+fixture): their results, races (`cuda.check_races`) and global traffic (`cuda.trace`).
+gpu: the same kernels on the device, and their bandwidth (tests/test_transpose_gpu.py).
 """
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,8 +15,6 @@ import pytest
 from harness import KataTodo
 from harness.cuda import static
 from harness.native.cache import ArtefactCache
-
-HERE = Path(__file__).parent
 
 WARP = range(32)
 
@@ -117,80 +113,92 @@ def test_banks_inactive_lanes_and_bad_input(banks):
 
 
 # --------------------------------------------------------------------------- kernels
-# transpose.cu runs on a CPU stand-in for CUDA (tests/cpu_cuda.h, built with clang so that
-# every global load and store is traced): the 32 lanes of a warp executing one load or store
-# are one request, and the trace counts the 32-byte sectors each request touches.
-_spec = importlib.util.spec_from_file_location("_transpose_cpu_build", HERE / "cpu_build.py")
-cpu_build = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(cpu_build)  # registered first: its dataclass looks itself up there
-
+# transpose.cu runs on the cpu backend. cuda.trace rebuilds it with clang so that every global
+# load and store is recorded: the 32 lanes of a warp executing one load or store are one
+# request, and the trace counts the 32-byte sectors each request touches.
 SENTINEL = np.float32(-9.5)
 
 
-@pytest.fixture(scope="module")
-def lib(kata):
-    return cpu_build.TransposeLib(kata.source("transpose.cu"))
-
-
-def transpose(lib, kernel: str, rows: int, cols: int, reverse: bool = False):
-    """Run `kernel` on a random rows x cols matrix; check out == in.T; return the Traffic."""
-    src = cpu_build.aligned((rows, cols))
-    src[...] = np.random.default_rng(rows * cols).standard_normal((rows, cols))
-    out = cpu_build.aligned((cols, rows), SENTINEL)
-    traffic = lib.run(kernel, src, out, reverse=reverse)
+def transpose(cuda, kernel: str, rows: int, cols: int, mode: str = "run"):
+    """Run `kernel` on a random rows x cols matrix and check out == in.T. mode: "run" (one
+    launch), "races" (cuda.check_races: several thread schedules) or "trace" (returns the Trace)."""
+    f = cuda.module("transpose.cu", backend="cpu").get_function(kernel)
+    src = np.random.default_rng(rows * cols).standard_normal((rows, cols), dtype=np.float32)
+    out = np.full((cols, rows), SENTINEL, dtype=np.float32)
+    args = (cuda.In(src), cuda.InOut(out), np.int32(rows), np.int32(cols))
+    dims = {"block": (32, 8, 1), "grid": ((cols + 31) // 32, (rows + 31) // 32)}
+    trace = None
+    if mode == "races":
+        cuda.check_races(f, *args, **dims)
+    elif mode == "trace":
+        trace = cuda.trace(f, *args, **dims)
+    else:
+        f(*args, **dims)
     if np.all(out == SENTINEL):
         raise KataTodo(f"{kernel} wrote nothing yet")
     bad = np.argwhere(out != src.T)
-    order = ", threads in reverse order" if reverse else ""
     assert bad.size == 0, (
-        f"{kernel}{order}, {rows} x {cols}: {len(bad)} of {out.size} elements wrong, first "
+        f"{kernel}, {rows} x {cols}: {len(bad)} of {out.size} elements wrong, first "
         f"out[{bad[0][0]}][{bad[0][1]}] = {out[tuple(bad[0])]}, want in[{bad[0][1]}][{bad[0][0]}]"
     )
-    return traffic
+    return trace
 
 
-def test_naive_transposes(lib):
-    transpose(lib, "transpose_naive", 64, 96)
-    transpose(lib, "transpose_naive", 37, 50)  # partial tiles: guard both coordinates
+def sectors_of(trace, kind: str) -> int:
+    return sum(line.sectors for line in trace.lines if line.kind == kind)
 
 
-def test_naive_traffic(lib):
-    t = transpose(lib, "transpose_naive", 64, 96)
+def requests_of(trace, kind: str) -> int:
+    return sum(line.requests for line in trace.lines if line.kind == kind)
+
+
+def test_naive_transposes(cuda):
+    transpose(cuda, "transpose_naive", 64, 96)
+    transpose(cuda, "transpose_naive", 37, 50)  # partial tiles: guard both coordinates
+
+
+@pytest.mark.needs("clang")
+def test_naive_traffic(cuda):
+    t = transpose(cuda, "transpose_naive", 64, 96, mode="trace")
     # Rows of `in` are read 32 floats at a time (4 sectors); columns of `out` are written one
     # float per sector: 32 sectors per request.
-    assert t.load_efficiency == pytest.approx(1.0), t
-    assert t.store_efficiency == pytest.approx(0.125), t
-    assert t.store_requests == 64 * 96 // 32, t
+    assert t.load_efficiency == pytest.approx(1.0), t.report()
+    assert t.store_efficiency == pytest.approx(0.125), t.report()
+    assert requests_of(t, "store") == 64 * 96 // 32, t.report()
 
 
-def check_tiled(lib, kernel: str) -> None:
-    transpose(lib, kernel, 64, 96)
-    transpose(lib, kernel, 37, 50)
-    transpose(lib, kernel, 64, 96, reverse=True)  # only right in one order: a missing barrier
+def check_tiled(cuda, kernel: str) -> None:
+    transpose(cuda, kernel, 64, 96)
+    transpose(cuda, kernel, 37, 50)
+    # Forward, reverse, random (and preempt) schedules: only right in one order means a missing
+    # __syncthreads() between writing the tile and reading it back.
+    transpose(cuda, kernel, 64, 96, mode="races")
 
 
-def check_traffic(lib, kernel: str) -> None:
-    t = transpose(lib, kernel, 64, 96)
-    assert t.load_efficiency == pytest.approx(1.0), f"{kernel} loads: {t}"
-    assert t.store_efficiency == pytest.approx(1.0), f"{kernel} stores: {t}"
+def check_traffic(cuda, kernel: str) -> None:
+    t = transpose(cuda, kernel, 64, 96, mode="trace")
+    assert t.load_efficiency == pytest.approx(1.0), f"{kernel} loads:\n{t.report()}"
+    assert t.store_efficiency == pytest.approx(1.0), f"{kernel} stores:\n{t.report()}"
     # Each element is read once and written once: 4 sectors per 32 floats, both ways.
-    assert t.load_sectors == t.store_sectors == 64 * 96 // 8, t
+    assert sectors_of(t, "load") == sectors_of(t, "store") == 64 * 96 // 8, t.report()
 
 
-def test_tiled_transposes(lib):
-    check_tiled(lib, "transpose_tiled")
+def test_tiled_transposes(cuda):
+    check_tiled(cuda, "transpose_tiled")
 
 
-def test_tiled_traffic(lib):
-    check_traffic(lib, "transpose_tiled")
+@pytest.mark.needs("clang")
+def test_tiled_traffic(cuda):
+    check_traffic(cuda, "transpose_tiled")
 
 
-def test_padded_transposes(lib):
-    check_tiled(lib, "transpose_padded")
+def test_padded_transposes(cuda):
+    check_tiled(cuda, "transpose_padded")
 
 
-def test_padded_traffic(lib):
-    check_traffic(lib, "transpose_padded")
+@pytest.mark.needs("clang")
+def test_padded_traffic(cuda):
+    check_traffic(cuda, "transpose_padded")
 
 
 @pytest.mark.needs("nvcc")
