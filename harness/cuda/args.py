@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from harness._lazy import lazy_module
 from harness.cuda.errors import LaunchError
+
+np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = [
     "ArrayArg",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from harness._lazy import lazy_module
 from harness.cuda.errors import CudaError, KernelError
+
+np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = ["CudaBindings"]
 

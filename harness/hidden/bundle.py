@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
+from .._lazy import lazy_module
 from .keys import Key
+
+# Imported when a bundle is sealed or opened; reading a header (a run without the key) needs neither.
+aead = lazy_module("cryptography.hazmat.primitives.ciphers.aead")
+crypto_errors = lazy_module("cryptography.exceptions")
 
 MAGIC = b"GPUKATAS-HIDDEN 1\n"
 FORMAT = 1
@@ -110,7 +112,7 @@ def pack(katas: list[KataTests], key: Key, integrity_sha256: str = "") -> bytes:
                          for k in katas}}  # fmt: skip
     plain = zlib.compress(json.dumps(payload, sort_keys=True).encode(), 9)
     nonce = os.urandom(NONCE_BYTES)  # random per bundle: a key may seal many bundles
-    sealed = AESGCM(key.secret).encrypt(nonce, plain, MAGIC + header)
+    sealed = aead.AESGCM(key.secret).encrypt(nonce, plain, MAGIC + header)
     return MAGIC + header + nonce + sealed
 
 
@@ -166,8 +168,8 @@ def unpack(data: bytes, key: Key, where: str = "bundle") -> tuple[Header, list[K
     if len(body) < NONCE_BYTES + 16:
         raise BundleError(f"{where}: the bundle is cut short ({len(body)} bytes after the header)")
     try:
-        plain = AESGCM(key.secret).decrypt(body[:NONCE_BYTES], body[NONCE_BYTES:], aad)
-    except InvalidTag:
+        plain = aead.AESGCM(key.secret).decrypt(body[:NONCE_BYTES], body[NONCE_BYTES:], aad)
+    except crypto_errors.InvalidTag:
         raise BundleError(
             f"{where}: the bundle failed authentication: it was modified after it was "
             "published (or is corrupt); fetch it again or ask your instructor"

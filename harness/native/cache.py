@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
+from harness._lazy import lazy_module
+
+filelock = lazy_module("filelock")  # imported by the first build, not at start-up
 
 __all__ = ["ArtefactCache", "Entry", "cache_root", "hash_parts"]
 
@@ -83,7 +85,7 @@ class ArtefactCache:
         if final.is_dir():  # fast path: no lock, no subprocess
             return Entry(final, created=False)
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.root / "locks" / f"{key}.lock")):
+        with filelock.FileLock(str(self.root / "locks" / f"{key}.lock")):
             if final.is_dir():  # another process built it while we waited
                 return Entry(final, created=False)
             tmp_parent = self.root / "tmp"

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import cffi
-import numpy as np
 
+from harness._lazy import lazy_module
 from harness.cuda import source as src
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
 from harness.cuda.errors import (
@@ -33,6 +33,8 @@ from harness.cuda.errors import (
     RaceDetected,
 )
 from harness.native.build import BuildError, build_shared_library, default_cache
+
+np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = ["CpuDeviceArray", "CpuFunction", "CpuModule", "SCHEDULES", "runtime"]
 
@@ -165,7 +167,7 @@ class _Buffer:
 class CpuDeviceArray:
     """A device array of the cpu backend (pycuda's gpuarray, minimally): `.get()`, `.set(a)`."""
 
-    def __init__(self, shape: int | Sequence[int], dtype: Any = np.float32) -> None:
+    def __init__(self, shape: int | Sequence[int], dtype: Any = "float32") -> None:
         self.shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize

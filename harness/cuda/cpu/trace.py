@@ -15,17 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from harness._lazy import lazy_module
 from harness.cuda.errors import CudaError
 from harness.toolchain import find_tool
+
+np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = ["LineStats", "Trace", "run_trace"]
 
 SECTOR = 32
-EVENT_DTYPE = np.dtype(
-    [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2"), ("store", "<u2")]
-)
+# kata_event in kata_cuda.h, 24 bytes; a numpy dtype only when a trace is read (lazy numpy)
+EVENT_FIELDS = [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2"), ("store", "<u2")]
+EVENT_SIZE = 24
 DEFAULT_CAPACITY = 4_000_000  # events (24 bytes each), virtual memory until touched
 
 
@@ -217,7 +218,7 @@ def run_trace(
     if find_tool("clang") is None:
         raise CudaError("tracing needs clang (apt-get install -y clang-14)")
     rt = runtime()
-    nbytes = capacity * EVENT_DTYPE.itemsize
+    nbytes = capacity * EVENT_SIZE
     buf = rt.lib.kata_shared_alloc(nbytes)
     if buf == rt.ffi.NULL:
         raise MemoryError("harness.cuda: cannot map the trace buffer")
@@ -235,8 +236,8 @@ def run_trace(
             event_capacity=capacity,
         )
         kept = min(r.events, capacity)
-        raw = rt.ffi.buffer(buf, kept * EVENT_DTYPE.itemsize)
-        events = np.frombuffer(raw, dtype=EVENT_DTYPE).copy()
+        raw = rt.ffi.buffer(buf, kept * EVENT_SIZE)
+        events = np.frombuffer(raw, dtype=np.dtype(EVENT_FIELDS)).copy()
     finally:
         rt.lib.kata_shared_free(buf, nbytes)
     (bx, by, bz), _ = normalise_dims(f.name, block, grid)
