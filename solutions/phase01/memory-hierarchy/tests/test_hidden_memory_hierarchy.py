@@ -1,0 +1,362 @@
+"""Hidden tests of the memory-hierarchy kata: each catches a shortcut that the public tests let
+through, named in its docstring. Most are exact (what the C kernels write, sweeps with known
+answers, roofline arithmetic, the SVG's geometry); the one timing check compares a kernel with
+itself at two sizes in the same run. Test names put each test under its kata.toml task.
+Hidden modules see no public conftest, so the fixtures are defined here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+KiB = 1 << 10
+MB_OK = 0
+COPY, SCALE, ADD, TRIAD = range(4)
+NAMES = ["copy", "scale", "add", "triad"]
+SVG = "{http://www.w3.org/2000/svg}"
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,  # a grade never depends on luck
+    database=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: report the first failure fast
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def bench(kata: Any) -> Any:
+    return kata.module("bench")
+
+
+@pytest.fixture(scope="module")
+def lib(kata: Any, bench: Any) -> Any:
+    return bench.build(kata)
+
+
+@pytest.fixture(scope="module")
+def sweeps(kata: Any) -> Any:
+    return kata.module("sweeps")
+
+
+@pytest.fixture(scope="module")
+def roofline(kata: Any) -> Any:
+    return kata.module("roofline")
+
+
+# --------------------------------------------------------------------------- cycles
+def chase_successors(lib: Any, bench: Any, n: int, stride: int, seed: int) -> list[int]:
+    """next[i] for the cycle chase_link writes over n slots."""
+    with bench.Buffer(n * stride * 8, lib.ffi) as buf:
+        slots = lib.ffi.cast("void **", buf.ptr)
+        assert bench.started(lib.chase_link(slots, n, stride, seed), "chase_link") == MB_OK
+        words = buf.words()
+        return [(int(words[i * stride]) - buf.address) // (8 * stride) for i in range(n)]
+
+
+def pair_successors(lib: Any, bench: Any, chunks: int, chunk: int, seed: int) -> list[int]:
+    """The next chunk of each chunk in the cycle pair_link writes (offset 8)."""
+    with bench.Buffer(chunks * chunk, lib.ffi) as buf:
+        assert bench.started(lib.pair_link(buf.ptr, chunks, chunk, 8, seed), "pair_link") == MB_OK
+        words = buf.words()
+        return [(int(words[(i * chunk + 8) // 8]) - buf.address) // chunk for i in range(chunks)]
+
+
+def looks_random(succ: list[int], what: str) -> None:
+    """A uniformly random cycle of n has about 0.63 n distinct steps (next[i] - i mod n) and
+    sends about 1/8 of its hops less than n/16 slots away; a stride walk has one step, and a
+    cycle shuffled within small blocks stays near. Both bounds are many sigmas from random."""
+    n = len(succ)
+    assert sorted(succ) == list(range(n)), f"{what}: not a permutation of the slots"
+    steps = [(s - i) % n for i, s in enumerate(succ)]
+    assert len(set(steps)) >= n // 4, (
+        f"{what}: only {len(set(steps))} different steps between consecutive slots over {n} "
+        f"slots (most common: {statistics.mode(steps)}): a pattern the prefetcher can follow, "
+        "not a random cycle"
+    )
+    near = sum(min(d, n - d) < n // 16 for d in steps)
+    assert near < n // 4, (
+        f"{what}: {near} of {n} hops go less than {n // 16} slots away: the walk stays local; "
+        "a random cycle jumps anywhere"
+    )
+
+
+def test_chase_link_is_not_a_stride_walk(lib: Any, bench: Any) -> None:
+    """Shortcut: chase_link links slot i to slot i + c (c = 97, coprime to n: one cycle,
+    reproducible; the public tests pass), a constant stride that a stride prefetcher can learn,
+    so the sweep measures the prefetcher, not the latency."""
+    for n, stride in [(4096, 1), (1000, 8), (3001, 3)]:
+        looks_random(chase_successors(lib, bench, n, stride, 5), f"chase_link(n={n})")
+
+
+def test_chase_link_depends_on_the_seed(lib: Any, bench: Any) -> None:
+    """Shortcut: a random cycle from a fixed seed (srand(1) once), reproducible but the same for
+    every seed: the sweep's sizes all walk one pattern and a retry with another seed cannot
+    escape an unlucky one."""
+    cycles = {tuple(chase_successors(lib, bench, 512, 1, seed)) for seed in (1, 2, 3, 2**63 + 1)}
+    assert len(cycles) == 4, f"4 seeds gave {len(cycles)} different cycles"
+
+
+def test_line_pair_link_chunks_are_in_random_order(lib: Any, bench: Any) -> None:
+    """Shortcut: pair_link chains chunk i to chunk i + 1 (one cycle: the public tests pass); the
+    prefetcher then brings in each next chunk early and the sweep's second miss disappears."""
+    looks_random(pair_successors(lib, bench, 2048, 64, 9), "pair_link")
+    assert pair_successors(lib, bench, 256, 64, 1) != pair_successors(lib, bench, 256, 64, 2), (
+        "pair_link gives the same cycle for seeds 1 and 2"
+    )
+
+
+# --------------------------------------------------------------------------- line_size
+@pytest.mark.parametrize(
+    "costs, want",
+    [
+        ([100, 100, 160, 210, 300, 400, 400], 64),  # geo mean 200; 1.5 x low: 32; mean 250: 128
+        ([50, 52, 51, 49, 50, 53, 300], 512),  # the step at the very end
+        ([20, 80, 80, 80, 80, 80, 80], 16),  # ... and at the very start
+    ],
+)
+def test_line_size_threshold_is_the_geometric_mean(
+    sweeps: Any, costs: list[float], want: int
+) -> None:
+    """Shortcuts: `first cost >= 1.5 x the smallest offset's` (the validity check reused as the
+    threshold) or the arithmetic mean; both agree with the geometric mean on the public sweeps."""
+    offsets = [8, 16, 32, 64, 128, 256, 512]
+    assert sweeps.line_size(offsets, costs) == want, f"line_size({offsets}, {costs})"
+
+
+@SETTINGS
+@given(
+    data=st.data(),
+    n=st.integers(3, 10),
+    low=st.floats(5.0, 500.0),
+    ratio=st.floats(1.7, 6.0),
+)
+def test_line_size_finds_the_step_anywhere(
+    sweeps: Any, data: st.DataObject, n: int, low: float, ratio: float
+) -> None:
+    """Shortcut: an answer tied to the public sweeps (64 or 128, or the fourth point). Random
+    offsets (multiples of 8), a random one-miss cost, a step at a random point, +-3% noise."""
+    offsets = sorted(data.draw(st.sets(st.integers(1, 512), min_size=n, max_size=n)))
+    offsets = [8 * o for o in offsets]
+    step = data.draw(st.integers(1, n - 1), label="step")  # first offset on the high side
+    noise = data.draw(st.lists(st.floats(0.97, 1.03), min_size=n, max_size=n), label="noise")
+    noise[0] = noise[-1] = 1.0
+    costs = [(low if i < step else low * ratio) * e for i, e in enumerate(noise)]
+    assert sweeps.line_size(offsets, costs) == offsets[step], f"line_size({offsets}, {costs})"
+
+
+# --------------------------------------------------------------------------- cache_levels
+def test_chase_levels_knee_is_measured_from_the_plateau_start(sweeps: Any) -> None:
+    """Shortcut: `latency[i] > jump * latency[i - 1]` (a knee against the previous point, not the
+    plateau's first): the same on the public sweeps, blind to a level whose latency climbs
+    gradually, as an L2 to L3 transition often does (each step here rises 1.3x < jump)."""
+    Level = sweeps.Level
+    sizes = [k * 8 * KiB for k in range(1, 9)]
+    lat = [1.0, 1.0, 1.3, 1.69, 2.2, 2.86, 3.7, 3.7]
+    assert sweeps.cache_levels(sizes, lat) == [
+        Level(24 * KiB, 1.0, 32 * KiB),
+        Level(64 * KiB, 3.7, None),
+    ]
+
+
+@st.composite
+def stepped_sweep(draw: Any) -> tuple[list[int], list[float], list[tuple[int, float, int | None]]]:
+    """A sweep of 1-4 flat plateaus (+-5% noise) with random lengths, sizes and latencies; each
+    jump (2.8x-12x) goes straight up or through one point halfway (by ratio). The answer is
+    built alongside."""
+    levels = draw(st.integers(1, 4))
+    lat: list[float] = []
+    plateaus: list[list[int]] = []  # indices of each plateau's points
+    base = draw(st.floats(0.5, 5.0))
+    for lv in range(levels):
+        if lv:
+            ratio = draw(st.floats(2.8, 12.0))
+            if draw(st.booleans()):
+                lat.append(base * math.sqrt(ratio))  # a point in the transition: no plateau's
+            base *= ratio
+        length = draw(st.integers(2, 5))
+        plateaus.append(list(range(len(lat), len(lat) + length)))
+        lat += [base * draw(st.floats(0.95, 1.05)) for _ in range(length)]
+    gaps = draw(st.lists(st.integers(1, 64), min_size=len(lat), max_size=len(lat)))
+    sizes = [KiB * sum(gaps[: i + 1]) for i in range(len(lat))]
+    want = []
+    for j, idx in enumerate(plateaus):
+        spill = sizes[idx[-1] + 1] if j + 1 < levels else None  # the knee: the next point
+        want.append((sizes[idx[-1]], statistics.median(lat[i] for i in idx), spill))
+    return sizes, lat, want
+
+
+@SETTINGS
+@given(sweep=stepped_sweep())
+def test_chase_levels_of_random_stepped_sweeps(sweeps: Any, sweep: Any) -> None:
+    """Shortcuts: a first level hard-coded at 32 KiB, or levels tied to the public sweeps' shape
+    (a knee at the first point, always three levels). Random plateaus with known answers."""
+    sizes, lat, want = sweep
+    got = sweeps.cache_levels(sizes, lat)
+    assert len(got) == len(want), f"cache_levels({sizes}, {lat}): {got}, want {want}"
+    for g, (capacity, latency, spill) in zip(got, want, strict=True):
+        assert (g.capacity, g.spill) == (capacity, spill), f"{got}, want {want}"
+        assert g.latency_ns == pytest.approx(latency, rel=1e-9), f"{got}, want {want}"
+
+
+# --------------------------------------------------------------------------- STREAM bytes
+def test_stream_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
+    """Shortcut: 16 bytes per element for every kernel (copy's count reused): the public tests
+    check copy and scale exactly, and add and triad only through their difference with the
+    traffic. Add and triad read two arrays and write one: 24 bytes per element, 32 on the bus."""
+    bench.started(lib.stream_bytes(TRIAD, 1), "stream_bytes")
+    for kernel in (ADD, TRIAD):
+        for n in (0, 1, 999, 10**10):
+            assert lib.stream_bytes(kernel, n) == 24 * n, f"stream_bytes({NAMES[kernel]}, {n})"
+            assert lib.stream_traffic_bytes(kernel, n) == 32 * n, (
+                f"stream_traffic_bytes({NAMES[kernel]}, {n})"
+            )
+    for kernel in (COPY, SCALE):
+        assert lib.stream_traffic_bytes(kernel, 10**9) == 24 * 10**9, NAMES[kernel]
+
+
+# --------------------------------------------------------------------------- FMA
+def test_fma_peak_time_grows_with_iters(lib: Any, bench: Any) -> None:
+    """Shortcut: fma_peak writes each chain's closed form, m^n (x0 + k) + a (1 - m^n) / (1 - m),
+    instead of running the FMAs: right answers in no time, so the public speed-up test of this
+    task passes (only the your-roofline task notices, through an impossible peak). Eight times
+    the iterations must take several times as long (same run, fastest of five)."""
+    out = np.zeros(256, dtype=np.float32)
+    pout = lib.ffi.cast("float *", lib.ffi.from_buffer(out))
+    bench.started(lib.fma_peak(pout, 1.0, 0.999, 0.001, 1), "fma_peak")
+    ratio = 0.0
+    for _ in range(3):  # a busy machine can upset one measurement; three chances
+        t = {
+            iters: min(
+                bench.timed(lambda i=iters: lib.fma_peak(pout, 1.0, 0.999, 0.001, i))
+                for _ in range(5)
+            )
+            for iters in (250_000, 2_000_000)
+        }
+        ratio = t[2_000_000] / t[250_000]
+        if ratio >= 3:
+            break
+    assert ratio >= 3, f"fma_peak took {ratio:.2f}x as long for 8x the iterations"
+
+
+# --------------------------------------------------------------------------- roofline
+@SETTINGS
+@given(
+    peak=st.floats(1e8, 1e15),
+    bw=st.floats(1e8, 1e13),
+    ai=st.floats(0.0, 1e4),
+)
+def test_roofline_arithmetic_at_any_scale(roofline: Any, peak: float, bw: float, ai: float) -> None:
+    """Shortcuts tied to the public machine (100 GFLOP/s, 10 GB/s, a ridge of exactly 10): a
+    ridge rounded to a whole number of FLOP/byte, or a constant; roofs checked at any scale."""
+    ridge = roofline.ridge_point(peak, bw)
+    assert ridge == pytest.approx(peak / bw, rel=1e-12), f"ridge_point({peak:g}, {bw:g})"
+    assert roofline.attainable(ai, peak, bw) == pytest.approx(min(peak, ai * bw), rel=1e-12)
+    assert roofline.attainable(ridge, peak, bw) == pytest.approx(peak, rel=1e-12)
+    assert roofline.bound(ai, peak, bw) == ("memory" if ai < peak / bw else "compute")
+
+
+def test_roofline_place_a_memory_bound_kernel(roofline: Any) -> None:
+    """Shortcut: place() measures every kernel against the peak (efficiency = achieved / peak,
+    attainable = peak). The public test places only a compute-bound kernel, where that is right.
+    A memory-bound kernel's roof is ai x bandwidth."""
+    peak, bw = 200e9, 25e9  # ridge at 8 FLOP/byte
+    k = roofline.Kernel("triad", flops=2e8, bytes=3.2e9, seconds=0.16)  # 1/16 FLOP/B, 1.25 GFLOP/s
+    p = roofline.place(k, peak, bw)
+    assert p.ai == pytest.approx(1 / 16)
+    assert p.bound == "memory"
+    assert p.attainable == pytest.approx(bw / 16), "the roof above a memory-bound kernel"
+    assert p.efficiency == pytest.approx(1.25e9 / (bw / 16)), "achieved / its own roof"
+
+
+def svg_geometry(svg: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]], Any]:
+    """(roof vertices, kernel dot centres, root) of a roofline SVG, checked for the public shape."""
+    root = ET.fromstring(svg)
+    roofs = [e for e in root.iter(f"{SVG}polyline") if "roof" in e.get("class", "").split()]
+    assert len(roofs) == 1, 'one <polyline class="roof">'
+    roof = [tuple(map(float, p.split(","))) for p in roofs[0].get("points", "").split()]
+    dots = [e for e in root.iter(f"{SVG}circle") if "kernel" in e.get("class", "").split()]
+    centres = [(float(d.get("cx", "nan")), float(d.get("cy", "nan"))) for d in dots]
+    return roof, centres, root  # type: ignore[return-value]
+
+
+@SETTINGS
+@given(
+    peak=st.floats(1e9, 1e15),
+    bw=st.floats(1e9, 1e13),
+    ais=st.lists(st.floats(-3.0, 3.0), min_size=1, max_size=4),
+    effs=st.lists(st.floats(-3.0, 0.0), min_size=4, max_size=4),
+)
+def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
+    roofline: Any, peak: float, bw: float, ais: list[float], effs: list[float]
+) -> None:
+    """Shortcuts the public SVG test lets through: linear axes, fixed axis ranges (0.01 to 1000
+    FLOP/byte, say) that leave kernels off the picture, or a ridge vertex drawn at the wrong
+    intensity (units mixed up: GFLOP/s over B/s). Kernels at random intensities (1e-3..1e3 x the
+    ridge) and efficiencies (1e-3..1 of their roof): the pixel positions of the extreme two fix
+    each axis' log scale; every other dot and all three roof vertices must sit where that scale
+    puts them, and everything inside the picture."""
+    ridge = peak / bw
+    kernels = []
+    # two fixed kernels four decades apart on both axes fix the scales; the rest are random
+    for i, (lg, le) in enumerate(zip([-2.0, 2.0, *ais], [-2.0, 0.0, *effs], strict=False)):
+        ai = ridge * 10.0**lg
+        achieved = min(peak, ai * bw) * 10.0**le
+        kernels.append(roofline.Kernel(f"k{i}", flops=achieved, bytes=achieved / ai, seconds=1.0))
+    roof, dots, root = svg_geometry(roofline.roofline_svg(peak, bw, kernels))
+    assert len(roof) == 3 and len(dots) == len(kernels)
+    width, height = float(root.get("width", 0)), float(root.get("height", 0))
+    for x, y in roof + dots:
+        assert 0 <= x <= width and 0 <= y <= height, (
+            f"({x}, {y}) is outside the {width}x{height} SVG"
+        )
+    lx = [math.log10(k.ai) for k in kernels]
+    ly = [math.log10(k.achieved) for k in kernels]
+    i, j = lx.index(min(lx)), lx.index(max(lx))
+    sx = (dots[j][0] - dots[i][0]) / (lx[j] - lx[i])  # pixels per decade
+    a, b = ly.index(min(ly)), ly.index(max(ly))
+    sy = (dots[b][1] - dots[a][1]) / (ly[b] - ly[a])
+    assert sx > 0 and sy < 0, "intensity grows to the right, performance upwards"
+
+    def where(x: float, y: float) -> tuple[float, float]:  # pixel -> (log10 ai, log10 FLOP/s)
+        return lx[i] + (x - dots[i][0]) / sx, ly[a] + (y - dots[a][1]) / sy
+
+    tol = max(0.02, 2.0 / abs(sx), 2.0 / abs(sy))  # decades: two pixels, or 5%
+    for k, (x, y), gx, gy in zip(kernels, dots, lx, ly, strict=True):
+        wx, wy = where(x, y)
+        assert abs(wx - gx) < tol and abs(wy - gy) < tol, (
+            f"{k.name} ({k.ai:.3g} FLOP/B, {k.achieved:.3g} FLOP/s) is drawn at "
+            f"({10**wx:.3g}, {10**wy:.3g}) by the scale of the other dots: not log-log"
+        )
+    (x0, y0), (x1, y1), (x2, y2) = (where(*v) for v in roof)
+    assert abs(x1 - math.log10(ridge)) < tol and abs(y1 - math.log10(peak)) < tol, (
+        f"the ridge vertex is at ({10**x1:.3g} FLOP/B, {10**y1:.3g} FLOP/s), "
+        f"not ({ridge:.3g}, {peak:.3g})"
+    )
+    assert abs(y2 - math.log10(peak)) < tol, "the compute roof is at the peak"
+    assert abs(y0 - (x0 + math.log10(bw))) < tol, "the memory roof's left end is at ai x bandwidth"
+    assert x0 <= min(lx) + tol and x2 >= max(lx) - tol, "the roof spans every kernel"
+
+
+def test_roofline_svg_escapes_kernel_names(roofline: Any) -> None:
+    """Shortcut: names pasted into the SVG unescaped: fine for the public "triad", broken XML
+    (or injected markup) for a kernel called `a<b & "c"`."""
+    name = 'a<b & "c"'
+    svg = roofline.roofline_svg(1e11, 1e10, [roofline.Kernel(name, 1e9, 1e9, 1.0)])
+    try:
+        _, dots, root = svg_geometry(svg)
+    except ET.ParseError as e:
+        raise AssertionError(f"the SVG is not well-formed XML with kernel {name!r}: {e}") from e
+    title = next(c for c in root.iter(f"{SVG}circle") if "kernel" in c.get("class", "")).find(
+        f"{SVG}title"
+    )
+    assert title is not None and (title.text or "").startswith(name)
+    assert len(dots) == 1
