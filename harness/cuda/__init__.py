@@ -25,6 +25,7 @@ from harness.cuda.errors import (
     LaunchError,
     OutOfBounds,
     RaceDetected,
+    SanitizerError,
 )
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Out",
     "OutOfBounds",
     "RaceDetected",
+    "SanitizerError",
     "SourceModule",
     "check_races",
     "empty",

@@ -14,6 +14,7 @@ __all__ = [
     "LaunchError",
     "OutOfBounds",
     "RaceDetected",
+    "SanitizerError",
 ]
 
 
@@ -84,3 +85,21 @@ class RaceDetected(CudaError):
         self.schedules = schedules
         self.argument = argument
         self.mismatches = mismatches
+
+
+class SanitizerError(KernelError):
+    """compute-sanitizer (memcheck or racecheck) reported errors in a gpu-backend launch.
+
+    `tool` is the sanitizer tool, `findings` the parsed records (harness.cuda.sanitizer.Finding).
+    """
+
+    def __init__(self, message: str, *, kernel: str, tool: str, findings: list) -> None:
+        first = next((f for f in findings if f.thread is not None), None)
+        super().__init__(
+            message,
+            kernel=kernel,
+            block=first.block if first else None,
+            thread=first.thread if first else None,
+        )
+        self.tool = tool
+        self.findings = findings

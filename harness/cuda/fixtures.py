@@ -20,6 +20,7 @@ import harness.cuda.bindings  # noqa: F401 - imported before any test: harness.s
 import harness.cuda.cpu.backend
 import harness.cuda.cpu.trace
 import harness.cuda.gpu  # noqa: F401 - imported before any test: harness.sandbox's guard
+from harness.cuda import sanitizer
 from harness.cuda.args import In, InOut, Out
 
 __all__ = ["CudaSession", "cuda"]
@@ -34,6 +35,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="backend of the `cuda` fixture: auto (gpu when the gpu tier is present), cpu, gpu",
     )
+    parser.getgroup("gpu-katas").addoption(
+        "--kata-cuda-sanitize",
+        choices=sanitizer.TOOLS,
+        default=None,
+        help="run every gpu-backend launch under compute-sanitizer --tool racecheck|memcheck "
+        "(in a subprocess; findings fail the test)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    tool = config.getoption("--kata-cuda-sanitize", None)
+    try:
+        sanitizer.configure(tool)
+    except hc.CudaError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 class CudaSession:
@@ -51,6 +67,7 @@ class CudaSession:
     KernelCrash = hc.KernelCrash
     KernelTimeout = hc.KernelTimeout
     RaceDetected = hc.RaceDetected
+    SanitizerError = hc.SanitizerError
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness._lazy import lazy_module
+from harness.cuda import sanitizer
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
 from harness.cuda.errors import CudaCompileError, CudaError, LaunchError
 
@@ -203,6 +204,9 @@ class GpuModule:
     ) -> None:
         self.name = name
         self.source = source
+        self.options = list(options)
+        self.no_extern_c = no_extern_c
+        self.include_dirs = [str(d) for d in include_dirs]
         self._drv = drv or driver()
         text = (
             source if no_extern_c else 'extern "C" {\n#line 1 "' + name + '"\n' + source + "\n}\n"
@@ -251,6 +255,8 @@ class GpuFunction:
             )
         b, g = normalise_dims(self.name, block, grid)
         plan = plan_args(self.name, args)
-        return self.module._drv.launch(
-            self._fn, plan, b, g[:2] if g[2] == 1 else g, int(shared), time_kernel
-        )
+        grid2 = g[:2] if g[2] == 1 else g
+        if sanitizer.sanitize_tool() is not None:  # --kata-cuda-sanitize: in a subprocess
+            seconds = sanitizer.run_sanitized(self.module, self.name, plan, b, grid2, int(shared))
+            return seconds if time_kernel else None
+        return self.module._drv.launch(self._fn, plan, b, grid2, int(shared), time_kernel)
