@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 __all__ = [
     "Kernel",
@@ -96,7 +96,18 @@ def place(kernel: Kernel, peak_flops: float, bandwidth: float) -> Placement:
 
 # --------------------------------------------------------------------------- the plot
 _MARGIN = (70, 20, 30, 55)  # left, right, top, bottom
-_COLOURS = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2")
+_COLOURS = (
+    "#d62728",
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
 
 
 def _decades(lo: float, hi: float) -> tuple[int, int]:
@@ -169,11 +180,19 @@ def roofline_svg(
     out.append(
         f'<polyline class="roof" points="{points}" fill="none" stroke="black" stroke-width="2"/>'
     )
+    # the ridge: a hollow marker on the roof, its numbers in the top-left corner (kernels
+    # crowd the roof near it)
     out.append(
-        f'<text x="{px(ridge):.1f}" y="{py(peak_flops) - 6:.1f}" text-anchor="middle">'
-        f"ridge {ridge:.3g} FLOP/B, peak {peak_flops / 1e9:.3g} GFLOP/s, "
-        f"{bandwidth / 1e9:.3g} GB/s</text>"
+        f'<circle class="ridge" cx="{px(ridge):.2f}" cy="{py(peak_flops):.2f}" r="4" '
+        'fill="white" stroke="black" stroke-width="1.5"/>'
     )
+    out.append(
+        f'<text x="{left + 8}" y="{top + 16}">ridge {ridge:.3g} FLOP/byte · peak '
+        f"{peak_flops / 1e9:.3g} GFLOP/s · memory {bandwidth / 1e9:.3g} GB/s</text>"
+    )
+    # kernels crowd together near the roof, so names go in a legend in the lower right, which a
+    # roofline leaves empty (high intensity and low performance is a kernel gone badly wrong)
+    lx, ly = left + pw - 262, top + ph - 16 * len(kernels) - 4
     for i, k in enumerate(kernels):
         x, y = px(k.ai), py(k.achieved)
         colour = _COLOURS[i % len(_COLOURS)]
@@ -181,8 +200,11 @@ def roofline_svg(
             f'<circle class="kernel" cx="{x:.2f}" cy="{y:.2f}" r="5" fill="{colour}">'
             f"<title>{escape(k.name)}: {k.ai:.3g} FLOP/B, {k.achieved / 1e9:.3g} GFLOP/s</title></circle>"
         )
+        row = ly + 16 * i
+        out.append(f'<circle cx="{lx:.1f}" cy="{row:.1f}" r="5" fill="{colour}"/>')
         out.append(
-            f'<text class="label" x="{x + 8:.1f}" y="{y + 4:.1f}" fill={quoteattr(colour)}>{escape(k.name)}</text>'
+            f'<text class="label" x="{lx + 10:.1f}" y="{row + 4:.1f}" font-size="11">{escape(k.name)} '
+            f"({k.ai:.3g} FLOP/B, {k.achieved / 1e9:.3g} GFLOP/s)</text>"
         )
     out.append("</svg>")
     return "\n".join(out)
