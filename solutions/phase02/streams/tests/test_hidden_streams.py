@@ -1,0 +1,74 @@
+"""Hidden tests of the streams kata: any sizes, and unbalanced stages.
+
+Examples are derandomized, so a grade never depends on luck.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],  # no shrinking: a wrong answer fails fast
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+
+@pytest.fixture(scope="module")
+def schedule(kata):
+    return kata.module("schedule")
+
+
+@pytest.fixture(scope="module")
+def timeline(kata):
+    return kata.module("timeline")
+
+
+@st.composite
+def sizes(draw):
+    n = draw(st.integers(1, 3000))
+    return n, draw(st.integers(1, min(n, 40))), draw(st.integers(1, 9))
+
+
+@SETTINGS
+@given(size=sizes())
+def test_plan_any_size(schedule, size):
+    """Chunks of n items in sizes differing by at most one, longer first; three ops per chunk in
+    order on stream i % n_streams. Catches: more streams than chunks, chunks of one item."""
+    n, n_chunks, n_streams = size
+    bounds = schedule.chunk_bounds(n, n_chunks)
+    lengths = [stop - start for start, stop in bounds]
+    assert [b[0] for b in bounds] == [0, *[b[1] for b in bounds[:-1]]] and bounds[-1][1] == n
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] - lengths[-1] <= 1, bounds
+    ops = schedule.plan(n, n_chunks, n_streams)
+    want = [
+        schedule.Op(i % n_streams, kind, start, stop)
+        for i, (start, stop) in enumerate(bounds)
+        for kind in ("h2d", "kernel", "d2h")
+    ]
+    assert list(ops) == want
+
+
+stage = st.floats(0.01, 10.0)
+
+
+@SETTINGS
+@given(a=stage, b=stage, c=stage, n_chunks=st.integers(1, 24))
+def test_model_unbalanced_stages(schedule, timeline, a, b, c, n_chunks):
+    """Against the simulator, one stream per chunk. Catches: a formula right for balanced
+    stages only, e.g. (h2d + kernel + d2h) / 3 * (n_chunks + 2) / n_chunks, and a bottleneck
+    taken as the sum of the copies (the two directions have engines of their own)."""
+    size = 10  # items per chunk
+    n = size * n_chunks
+    ops = [
+        schedule.Op(i, kind, i * size, (i + 1) * size)
+        for i in range(n_chunks)
+        for kind in ("h2d", "kernel", "d2h")
+    ]
+    spans = timeline.simulate(ops, {"h2d": a / n, "kernel": b / n, "d2h": c / n})
+    assert schedule.pipelined_time(a, b, c, n_chunks) == pytest.approx(timeline.makespan(spans))
