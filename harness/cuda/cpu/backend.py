@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
+import mmap
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -21,6 +23,7 @@ import cffi
 from harness._lazy import lazy_module
 from harness.cuda import source as src
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
+from harness.cuda.cpu import server
 from harness.cuda.errors import (
     BarrierDeadlock,
     CudaCompileError,
@@ -64,6 +67,7 @@ typedef struct {
     unsigned grid[3]; unsigned block[3]; size_t shared_bytes;
     int schedule; uint64_t seed; int fibers; int isolate; double timeout;
     int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity; int preempt;
+    void (*threads)(void**, const unsigned*, unsigned);
 } kata_launch_t;
 typedef struct {
     int status; int sig; unsigned block[3]; unsigned thread[3]; uint64_t addr; int buffer;
@@ -71,8 +75,9 @@ typedef struct {
     char message[2048];
 } kata_result_t;
 int kata_launch(const kata_launch_t*, kata_result_t*);
-void* kata_dev_alloc(size_t, size_t, uintptr_t*, size_t*);
-void kata_dev_free(uintptr_t, size_t);
+void* kata_dev_alloc(size_t, size_t, uintptr_t*, size_t*, int*);
+void kata_dev_free(uintptr_t, size_t, int);
+void kata_zero(void*, size_t);
 void* kata_shared_alloc(size_t);
 void kata_shared_free(void*, size_t);
 uintptr_t kata_lib_base(void*);
@@ -119,6 +124,17 @@ def runtime() -> _Runtime:
 
 
 # ----------------------------------------------------------------------------- device memory
+_buffer_ids = itertools.count(1)
+_PAGE = mmap.PAGESIZE
+_POOL_MAX_BYTES = 256 << 20  # mappings kept for reuse, in all
+_POOL_PER_SIZE = 8
+# Freed mappings by page count, reused by the next buffer of that many pages: In/Out arguments
+# get new buffers at every launch, and a fresh memfd mapping costs a dozen system calls here
+# and in the launch server. Mutated, never rebound (harness.sandbox's guard).
+_pool: dict[int, list[tuple[int, int, int, int]]] = {}  # pages -> [(map_lo, map_size, fd, id)]
+_pool_bytes = [0]
+
+
 class _Buffer:
     """A guarded MAP_SHARED mapping: the byte after `size` is on a PROT_NONE page."""
 
@@ -127,16 +143,30 @@ class _Buffer:
         self.size = int(nbytes)
         if align <= 0:
             align = min(256, self.size & -self.size) if self.size else 16
+        data = -(-self.size // align) * align
+        self.pages = max(1, -(-data // _PAGE))
+        self._freed = False
+        reuse = _pool.get(self.pages)
+        if reuse:
+            self.map_lo, self.map_size, self.fd, self.id = reuse.pop()
+            _pool_bytes[0] -= self.map_size
+            self.address = self.map_lo + (self.pages + 1) * _PAGE - data
+            self._ptr = rt.ffi.cast("void*", self.address)
+            if self.size:
+                rt.lib.kata_zero(self._ptr, self.size)  # as fresh as a new mapping
+            return
         lo = rt.ffi.new("uintptr_t*")
         msize = rt.ffi.new("size_t*")
-        ptr = rt.lib.kata_dev_alloc(self.size, align, lo, msize)
+        fd = rt.ffi.new("int*")
+        ptr = rt.lib.kata_dev_alloc(self.size, align, lo, msize, fd)
         if ptr == rt.ffi.NULL:
             raise MemoryError(f"harness.cuda: cannot map a {self.size}-byte device buffer")
         self.address = int(rt.ffi.cast("uintptr_t", ptr))
         self.map_lo = int(lo[0])
         self.map_size = int(msize[0])
+        self.fd = int(fd[0])  # a memfd (-1 if none): the launch server maps the same pages
+        self.id = next(_buffer_ids)
         self._ptr = ptr
-        self._freed = False
 
     def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         rt = runtime()
@@ -147,15 +177,22 @@ class _Buffer:
 
     def write(self, data: np.ndarray) -> None:
         if self.size:
-            runtime().ffi.memmove(self._ptr, np.ascontiguousarray(data).tobytes(), self.size)
+            runtime().ffi.memmove(self._ptr, np.ascontiguousarray(data), self.size)
 
     def read(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         return self.view(dtype, shape).copy()
 
     def free(self) -> None:
-        if not self._freed:
-            self._freed = True
-            runtime().lib.kata_dev_free(self.map_lo, self.map_size)
+        if self._freed:
+            return
+        self._freed = True
+        kept = _pool.setdefault(self.pages, [])
+        if len(kept) < _POOL_PER_SIZE and _pool_bytes[0] + self.map_size <= _POOL_MAX_BYTES:
+            kept.append((self.map_lo, self.map_size, self.fd, self.id))
+            _pool_bytes[0] += self.map_size
+            return
+        server.forget(self)
+        runtime().lib.kata_dev_free(self.map_lo, self.map_size, self.fd)
 
     def __del__(self) -> None:
         try:
@@ -233,6 +270,14 @@ def _glue(source: str, name: str, kernels: Sequence[str], extern_c: bool) -> str
             f"{{ return kata::describe(&{k}, s, k, cap); }}"
         )
         lines.append(f'extern "C" void kata_invoke__{k}(void** a) {{ kata::invoke(&{k}, a); }}')
+        # Not in traced builds: their per-thread bookkeeping (trace ids, preemption) needs the
+        # runtime's own thread loop.
+        lines.append("#ifndef KATA_TRACE_BUILD")
+        lines.append(
+            f'extern "C" void kata_threads__{k}(void** a, const unsigned* o, unsigned n) '
+            f"{{ kata::run_threads(&{k}, a, o, n); }}"
+        )
+        lines.append("#endif")
     return "\n".join(lines) + "\n"
 
 
@@ -357,6 +402,18 @@ class CpuFunction:
             raise CudaError(f"{self.module.name}: no launch glue for {self.name}")
         return sym
 
+    def _threads_symbol(self, compiler: str) -> Any:
+        """The block loop of kernels that run without fibers (None in traced builds)."""
+        if self.module.fibers or compiler != "cxx":
+            return None
+        rt = runtime()
+        sym = rt.lib.kata_sym(
+            self.module._build(compiler).handle, f"kata_threads__{self.name}".encode()
+        )
+        if sym == rt.ffi.NULL:
+            return None
+        return rt.ffi.cast("void(*)(void**, const unsigned*, unsigned)", sym)
+
     def _describe(self) -> list[Param]:
         rt = runtime()
         fn = rt.ffi.cast("int(*)(int*, int*, int)", self._symbol("kata_describe__"))
@@ -433,6 +490,7 @@ class CpuFunction:
             )
         keep: list[Any] = []  # cffi objects that must outlive the call
         slots = []
+        wire: list[tuple[int, Any]] = []  # for the launch server: (1, buffer index) or (0, bytes)
         buffers: list[tuple[_Buffer, int, bool]] = []  # (buffer, arg index, owned)
         copies: list[tuple[int, ArrayArg, _Buffer]] = []
         try:
@@ -455,6 +513,7 @@ class CpuFunction:
                         if arg.copy_out:
                             copies.append((i, arg, buf))
                     cell = ffi.new("uintptr_t*", buf.address)
+                    wire.append((1, len(buffers) - 1))
                 else:
                     if p.kind == 3:
                         raise LaunchError(
@@ -462,7 +521,9 @@ class CpuFunction:
                             f"cuda.Out(a), cuda.InOut(a) or a device array, got {type(arg).__name__}"
                         )
                     value = check_scalar(self.name, i, arg)
-                    cell = ffi.new("char[]", _scalar_bytes(self.name, i, p, value))
+                    data = _scalar_bytes(self.name, i, p, value)
+                    cell = ffi.new("char[]", data)
+                    wire.append((0, data))
                 keep.append(cell)
                 slots.append(ffi.cast("void*", cell))
             argv = ffi.new("void*[]", slots or [ffi.NULL])
@@ -486,6 +547,8 @@ class CpuFunction:
             if preempt:
                 compiler = "clang"  # needs the traced build: a switch point at every access
             L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
+            threads = self._threads_symbol(compiler)
+            L.threads = ffi.NULL if threads is None else threads
             L.fibers = int(self.module.fibers or preempt)
             L.preempt = 128 if preempt else 0
             L.isolate = int(isolate)
@@ -495,7 +558,25 @@ class CpuFunction:
             L.events = ffi.NULL if events is None else events
             L.event_capacity = event_capacity
             res = ffi.new("kata_result_t*")
-            rt.lib.kata_launch(L, res)
+            srv = server.current() if events is None and isolate else None
+            sent = srv is not None and srv.launch(
+                res,
+                library=self.module._build(compiler).path,
+                symbol=f"kata_invoke__{self.name}",
+                kernel=self.name,
+                grid=(gx, gy, gz),
+                block=(bx, by, bz),
+                shared=shared,
+                schedule=L.schedule,
+                seed=L.seed,
+                fibers=L.fibers,
+                preempt=L.preempt,
+                timeout=L.timeout,
+                buffers=[(b, i) for b, i, _ in buffers],
+                args=wire,
+            )
+            if not sent:  # no launch server here: fork this process, as before
+                rt.lib.kata_launch(L, res)
             result = _LaunchResult(
                 status=res.status,
                 seconds=float(res.seconds),

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
@@ -76,6 +78,7 @@ typedef struct {
     kata_event* events;  // trace buffer (MAP_SHARED) or NULL
     size_t event_capacity;
     int preempt;  // 0..256: chance/256 that a traced memory access switches to another thread
+    void (*threads)(void**, const unsigned*, unsigned);  // block loop without fibers, or NULL
 } kata_launch_t;
 
 enum {
@@ -234,7 +237,9 @@ void fiber_entry() {
 
 void fiber_init(unsigned tid) {
     Fiber& f = g_fibers[tid];
-    char* top = g_stacks + (size_t)(tid + 1) * (kStackSize + g_page);
+    // Stagger the tops by 64 bytes per thread: tops at the same offset in a page all map to the
+    // same L1 cache set, and every switch would evict the last thread's saved registers.
+    char* top = g_stacks + (size_t)(tid + 1) * (kStackSize + g_page) - (tid % 64) * 64;
     uint64_t* sp = reinterpret_cast<uint64_t*>(top);
     *--sp = 0;                                             // fake return address of fiber_entry
     *--sp = reinterpret_cast<uint64_t>(&fiber_entry);      // popped by `ret` in the switch
@@ -244,16 +249,31 @@ void fiber_init(unsigned tid) {
     f.line = 0;
 }
 
-bool ensure_stacks() {
-    if (g_stacks != nullptr) return true;
-    size_t total = (size_t)kMaxThreads * (kStackSize + g_page);
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED) return false;
-    g_stacks = static_cast<char*>(p);
-    for (int i = 0; i < kMaxThreads; ++i) {
-        mprotect(g_stacks + (size_t)i * (kStackSize + g_page), g_page, PROT_NONE);  // guard below
+// The stacks region is reserved once (PROT_NONE) and stacks are opened up as blocks need them:
+// a guard page below each stack costs a mapping (VMA) of its own, and every fork copies them
+// all, so 1024 stacks up front would make each launch's fork slower for 256-thread kernels.
+unsigned g_stacks_ready = 0;
+
+bool ensure_stacks(unsigned n) {
+    size_t slot = kStackSize + g_page;
+    if (g_stacks == nullptr) {
+        size_t total = (size_t)kMaxThreads * slot;
+        void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       0);
+        if (p == MAP_FAILED) return false;
+        g_stacks = static_cast<char*>(p);
     }
+    if (n > (unsigned)kMaxThreads) n = kMaxThreads;
+    if (n <= g_stacks_ready) return true;
+    // Open stacks in groups of 64 so that a growing block size costs few calls.
+    unsigned want = (n + 63) / 64 * 64;
+    if (want > (unsigned)kMaxThreads) want = kMaxThreads;
+    for (unsigned i = g_stacks_ready; i < want; ++i) {
+        if (mprotect(g_stacks + (size_t)i * slot + g_page, kStackSize, PROT_READ | PROT_WRITE) != 0) {
+            return false;
+        }
+    }
+    g_stacks_ready = want;
     return true;
 }
 
@@ -493,6 +513,15 @@ void make_order(unsigned n, int schedule) {
 }
 
 void run_block_direct(const kata_launch_t* L) {
+    if (L->threads != nullptr) {
+        if (L->schedule == 0) {
+            L->threads(L->args, nullptr, g_nthreads);
+        } else {
+            make_order(g_nthreads, L->schedule);
+            L->threads(L->args, g_order, g_nthreads);
+        }
+        return;
+    }
     make_order(g_nthreads, L->schedule);
     for (unsigned i = 0; i < g_nthreads; ++i) {
         set_thread(g_order[i]);
@@ -824,17 +853,30 @@ KATA_TRACE_FN(store, 8, 1)
 KATA_TRACE_FN(store, 16, 1)
 
 // ------------------------------------------------------------------ host API (called by Python)
-extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, size_t* map_size) {
+extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, size_t* map_size,
+                                int* fd) {
     // [guard page][data ... buffer ends at a page boundary][guard page]: the first byte past the
-    // end faults. MAP_SHARED so that a forked launch's writes are visible here.
+    // end faults. MAP_SHARED so that a forked launch's writes are visible here; backed by a memfd
+    // (returned in *fd) so that the launch server can map the same pages.
     if (!init_common()) return nullptr;
     if (align == 0) align = 1;
     size_t data = (nbytes + align - 1) / align * align;
     size_t pages = (data + g_page - 1) / g_page;
     if (pages == 0) pages = 1;
     size_t total = (pages + 2) * g_page;
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
+    *fd = (int)syscall(SYS_memfd_create, "kata-device-buffer", 1u /* MFD_CLOEXEC */);
+    void* p = MAP_FAILED;
+    if (*fd >= 0 && ftruncate(*fd, (off_t)total) == 0) {
+        p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+    } else {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;  // no memfd: anonymous shared memory (forked launches only)
+        p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    }
+    if (p == MAP_FAILED) {
+        if (*fd >= 0) close(*fd);
+        return nullptr;
+    }
     char* base = static_cast<char*>(p);
     mprotect(base, g_page, PROT_NONE);
     mprotect(base + (pages + 1) * g_page, g_page, PROT_NONE);
@@ -843,9 +885,12 @@ extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, 
     return base + (pages + 1) * g_page - data;
 }
 
-extern "C" void kata_dev_free(uintptr_t map_lo, size_t map_size) {
+extern "C" void kata_dev_free(uintptr_t map_lo, size_t map_size, int fd) {
     munmap(reinterpret_cast<void*>(map_lo), map_size);
+    if (fd >= 0) close(fd);
 }
+
+extern "C" void kata_zero(void* p, size_t n) { memset(p, 0, n); }
 
 extern "C" void* kata_shared_alloc(size_t nbytes) {
     void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -887,10 +932,54 @@ static void launch_here(const kata_launch_t* L, kata_result_t* r) {
     restore_handlers();
 }
 
+// Set by the launch server (KATA_SERVER below): run in the forked child before the kernel, to
+// open up this launch's buffers and point stdout/stderr at the caller's.
+static void (*g_child_setup)(void) = nullptr;
+
+// Wait for `pid` up to `timeout` seconds (<= 0: forever). pidfd + poll wakes the moment the
+// child exits; kernels without pidfd_open (before Linux 5.3) fall back to a sleep-poll loop.
+static bool wait_child(pid_t pid, int* st, double t0, double timeout) {
+#ifdef SYS_pidfd_open
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd >= 0) {
+        for (;;) {
+            int ms = -1;
+            if (timeout > 0) {
+                double left = timeout - (now_s() - t0);
+                if (left <= 0) break;
+                ms = (int)(left * 1000) + 1;
+            }
+            pollfd p{pfd, POLLIN, 0};
+            int n = poll(&p, 1, ms);
+            if (n < 0 && errno == EINTR) continue;
+            if (n > 0) {
+                close(pfd);
+                while (waitpid(pid, st, 0) < 0 && errno == EINTR) {
+                }
+                return true;
+            }
+        }
+        close(pfd);
+        return false;
+    }
+#endif
+    long sleep_ns = 20000;
+    for (;;) {
+        pid_t got = waitpid(pid, st, WNOHANG);
+        if (got == pid) return true;
+        if (got < 0 && errno != EINTR) return true;
+        if (timeout > 0 && now_s() - t0 > timeout) return false;
+        timespec ts{0, sleep_ns};
+        nanosleep(&ts, nullptr);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+}
+
 extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
     memset(out, 0, sizeof *out);
     out->buffer = -1;
-    if (!init_common() || (L->fibers && !ensure_stacks())) {
+    unsigned nthreads = L->block[0] * L->block[1] * L->block[2];
+    if (!init_common() || (L->fibers && !ensure_stacks(nthreads))) {
         out->status = KATA_USAGE;
         snprintf(out->message, sizeof out->message, "cannot map fiber stacks: %s", strerror(errno));
         return out->status;
@@ -913,16 +1002,13 @@ extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
         return out->status;
     }
     if (pid == 0) {
+        if (g_child_setup != nullptr) g_child_setup();
         launch_here(L, shared);
         finish_child(0);
     }
     int st = 0;
-    long sleep_ns = 20000;
-    for (;;) {
-        pid_t got = waitpid(pid, &st, WNOHANG);
-        if (got == pid) break;
-        if (got < 0 && errno != EINTR) break;
-        if (L->timeout > 0 && now_s() - t0 > L->timeout) {
+    {
+        if (!wait_child(pid, &st, t0, L->timeout)) {
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
             memcpy(out, shared, sizeof *out);
@@ -933,9 +1019,6 @@ extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
                      L->timeout);
             return out->status;
         }
-        timespec ts{0, sleep_ns};
-        nanosleep(&ts, nullptr);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
     }
     memcpy(out, shared, sizeof *out);
     if (out->status == KATA_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
@@ -951,3 +1034,243 @@ extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
     }
     return out->status;
 }
+
+// ------------------------------------------------------------------ the launch server
+// Built as a small program of its own (-DKATA_SERVER). Forking the pytest process for every
+// launch copies the page tables of its whole heap (milliseconds); this program is small, so its
+// forks are cheap. It receives, on a SOCK_SEQPACKET socket (fd 3): device buffers (memfds,
+// mapped PROT_NONE here), and launches naming a kernel library, a symbol, the buffers and the
+// argument bytes. Each launch still runs in a forked child (kata_launch), which opens up only
+// that launch's buffers, so isolation is as before: out-of-bounds accesses hit PROT_NONE pages,
+// crashes and hangs end the child, and every launch starts from this process's pristine state.
+#ifdef KATA_SERVER
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <map>
+#include <string>
+
+namespace {
+
+enum { MSG_MAP = 1, MSG_UNMAP = 2, MSG_LAUNCH = 3 };
+
+struct __attribute__((packed)) WireMap {
+    uint32_t type, pad;
+    uint64_t id, size;
+};
+
+struct __attribute__((packed)) WireLaunch {
+    uint32_t type;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t schedule;
+    uint64_t shared;
+    uint64_t seed;
+    int32_t fibers;
+    int32_t preempt;
+    double timeout;
+    uint32_t nbuffers, nargs, lib_len, sym_len, kname_len, bytes_len;
+};
+
+struct __attribute__((packed)) WireBuffer {
+    uint64_t id, offset, size;
+    int64_t arg;
+};
+
+struct __attribute__((packed)) WireArg {
+    uint32_t kind;   // 0: bytes (value = length), 1: pointer to buffer (value = buffer index)
+    uint32_t value;
+};
+
+struct Mapping {
+    char* base;
+    size_t size;
+};
+
+constexpr int kMaxArgs = 64;
+constexpr size_t kCell = 256;
+
+std::map<uint64_t, Mapping> g_maps;
+std::map<std::string, void*> g_libs;
+kata_buffer g_srv_buffers[kMaxArgs];
+int g_srv_nbuffers = 0;
+int g_out_fd = -1, g_err_fd = -1;
+alignas(64) char g_cells[kMaxArgs][kCell];
+void* g_argv[kMaxArgs];
+char g_msg[1 << 16];
+
+void server_child_setup() {
+    for (int i = 0; i < g_srv_nbuffers; ++i) {
+        const kata_buffer& b = g_srv_buffers[i];
+        uintptr_t lo = b.start & ~(uintptr_t)(g_page - 1);
+        uintptr_t hi = b.map_lo + b.map_size - g_page;  // the data ends where the top guard starts
+        if (hi > lo) mprotect(reinterpret_cast<void*>(lo), hi - lo, PROT_READ | PROT_WRITE);
+    }
+    if (g_out_fd >= 0) dup2(g_out_fd, 1);
+    if (g_err_fd >= 0) dup2(g_err_fd, 2);
+}
+
+void reply_usage(int sock, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_usage(int sock, const char* fmt, ...) {
+    kata_result_t r;
+    memset(&r, 0, sizeof r);
+    r.status = KATA_USAGE;
+    r.buffer = -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r.message, sizeof r.message, fmt, ap);
+    va_end(ap);
+    send(sock, &r, sizeof r, 0);
+}
+
+void handle_launch(int sock, const char* msg, size_t len) {
+    WireLaunch w;
+    if (len < sizeof w) return reply_usage(sock, "launch server: short message");
+    memcpy(&w, msg, sizeof w);
+    size_t need = sizeof w + w.nbuffers * sizeof(WireBuffer) + w.nargs * sizeof(WireArg) +
+                  w.bytes_len + w.lib_len + w.sym_len + w.kname_len;
+    if (need != len || w.nargs > (uint32_t)kMaxArgs || w.nbuffers > (uint32_t)kMaxArgs) {
+        return reply_usage(sock, "launch server: malformed launch (%zu of %zu bytes)", len, need);
+    }
+    const char* p = msg + sizeof w;
+    const char* bufs = p;
+    p += w.nbuffers * sizeof(WireBuffer);
+    const char* args = p;
+    p += w.nargs * sizeof(WireArg);
+    const char* bytes = p;
+    p += w.bytes_len;
+    std::string lib(p, w.lib_len);
+    p += w.lib_len;
+    std::string sym(p, w.sym_len);
+    p += w.sym_len;
+    std::string kname(p, w.kname_len);
+
+    g_srv_nbuffers = (int)w.nbuffers;
+    for (uint32_t i = 0; i < w.nbuffers; ++i) {
+        WireBuffer b;
+        memcpy(&b, bufs + i * sizeof b, sizeof b);
+        auto it = g_maps.find(b.id);
+        if (it == g_maps.end()) return reply_usage(sock, "launch server: unknown buffer %llu",
+                                                   (unsigned long long)b.id);
+        kata_buffer& k = g_srv_buffers[i];
+        k.map_lo = reinterpret_cast<uintptr_t>(it->second.base);
+        k.map_size = it->second.size;
+        k.start = k.map_lo + b.offset;
+        k.size = b.size;
+        k.arg = (int)b.arg;
+    }
+    size_t off = 0;
+    for (uint32_t i = 0; i < w.nargs; ++i) {
+        WireArg a;
+        memcpy(&a, args + i * sizeof a, sizeof a);
+        memset(g_cells[i], 0, kCell);
+        if (a.kind == 1) {
+            if (a.value >= w.nbuffers) return reply_usage(sock, "launch server: bad buffer index");
+            uintptr_t ptr = g_srv_buffers[a.value].start;
+            memcpy(g_cells[i], &ptr, sizeof ptr);
+        } else {
+            if (a.value > kCell || off + a.value > w.bytes_len) {
+                return reply_usage(sock, "argument %u is %u bytes; at most %zu", i, a.value, kCell);
+            }
+            memcpy(g_cells[i], bytes + off, a.value);
+            off += a.value;
+        }
+        g_argv[i] = g_cells[i];
+    }
+    void*& handle = g_libs[lib];
+    if (handle == nullptr) handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+        g_libs.erase(lib);
+        return reply_usage(sock, "launch server: cannot load %s: %s", lib.c_str(), dlerror());
+    }
+    void* fn = dlsym(handle, sym.c_str());
+    if (fn == nullptr) return reply_usage(sock, "launch server: no symbol %s", sym.c_str());
+
+    kata_launch_t L;
+    memset(&L, 0, sizeof L);
+    L.call = reinterpret_cast<void (*)(void**)>(fn);
+    L.args = g_argv;
+    L.kernel = kname.c_str();
+    for (int i = 0; i < 3; ++i) {
+        L.grid[i] = w.grid[i];
+        L.block[i] = w.block[i];
+    }
+    L.shared_bytes = w.shared;
+    L.schedule = (int)w.schedule;
+    L.seed = w.seed;
+    L.fibers = w.fibers;
+    L.isolate = 1;
+    L.timeout = w.timeout;
+    L.nbuffers = (int)w.nbuffers;
+    L.buffers = g_srv_buffers;
+    L.preempt = w.preempt;
+    if (!w.fibers && sym.rfind("kata_invoke__", 0) == 0) {
+        std::string threads = "kata_threads__" + sym.substr(strlen("kata_invoke__"));
+        L.threads = reinterpret_cast<void (*)(void**, const unsigned*, unsigned)>(
+            dlsym(handle, threads.c_str()));
+    }
+    kata_result_t r;
+    kata_launch(&L, &r);
+    send(sock, &r, sizeof r, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SOCKET_FD (started by harness.cuda)\n", argv[0]);
+        return 2;
+    }
+    const int sock = atoi(argv[1]);
+    g_child_setup = server_child_setup;
+    signal(SIGPIPE, SIG_IGN);
+    for (;;) {
+        char control[CMSG_SPACE(4 * sizeof(int))];
+        iovec iov{g_msg, sizeof g_msg};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof control;
+        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;  // the pytest process went away
+        int fds[4];
+        int nfds = 0;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                for (int i = 0; i < k && nfds < 4; ++i) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            }
+        }
+        uint32_t type = 0;
+        if (n >= 4) memcpy(&type, g_msg, 4);
+        if (type == MSG_MAP && n >= (ssize_t)sizeof(WireMap) && nfds == 1) {
+            WireMap m;
+            memcpy(&m, g_msg, sizeof m);
+            init_common();
+            void* p = mmap(nullptr, m.size, PROT_NONE, MAP_SHARED, fds[0], 0);
+            if (p != MAP_FAILED) g_maps[m.id] = Mapping{static_cast<char*>(p), (size_t)m.size};
+            close(fds[0]);
+        } else if (type == MSG_UNMAP && n >= (ssize_t)sizeof(WireMap)) {
+            WireMap m;
+            memcpy(&m, g_msg, sizeof m);
+            auto it = g_maps.find(m.id);
+            if (it != g_maps.end()) {
+                munmap(it->second.base, it->second.size);
+                g_maps.erase(it);
+            }
+        } else if (type == MSG_LAUNCH) {
+            g_out_fd = nfds > 0 ? fds[0] : -1;
+            g_err_fd = nfds > 1 ? fds[1] : -1;
+            init_common();
+            handle_launch(sock, g_msg, (size_t)n);
+            if (g_out_fd >= 0) close(g_out_fd);
+            if (g_err_fd >= 0) close(g_err_fd);
+            g_out_fd = g_err_fd = -1;
+        } else {
+            for (int i = 0; i < nfds; ++i) close(fds[i]);
+        }
+    }
+}
+#endif  // KATA_SERVER

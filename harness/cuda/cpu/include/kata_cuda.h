@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -228,5 +229,37 @@ void invoke_impl(void (*f)(A...), void** args, std::index_sequence<I...>) {
 template <typename... A>
 void invoke(void (*f)(A...), void** args) {
     invoke_impl(f, args, std::index_sequence_for<A...>{});
+}
+// All threads of a block without fibers (kernels with no barrier or warp collective): the
+// arguments are unpacked once and the kernel is called in a loop the compiler can inline it
+// into, instead of one call through the launch glue per thread. `order` NULL: forward.
+template <typename T>
+struct arg_cell {
+    using type = std::remove_cv_t<std::remove_reference_t<T>>;
+};
+template <typename... A, std::size_t... I>
+void run_threads_impl(void (*f)(A...), void** args, const unsigned* order, unsigned n,
+                      std::index_sequence<I...>) {
+    (void)args;
+    const auto cells = std::make_tuple(*static_cast<typename arg_cell<A>::type*>(args[I])...);
+    const unsigned bx = blockDim.x, by = blockDim.y;
+    const bool flat = by == 1 && blockDim.z == 1;
+    for (unsigned i = 0; i < n; ++i) {
+        const unsigned t = order ? order[i] : i;
+        if (flat) {
+            threadIdx.x = t;
+            threadIdx.y = 0;
+            threadIdx.z = 0;
+        } else {
+            threadIdx.x = t % bx;
+            threadIdx.y = (t / bx) % by;
+            threadIdx.z = t / (bx * by);
+        }
+        f(std::get<I>(cells)...);
+    }
+}
+template <typename... A>
+void run_threads(void (*f)(A...), void** args, const unsigned* order, unsigned n) {
+    run_threads_impl(f, args, order, n, std::index_sequence_for<A...>{});
 }
 }  // namespace kata
