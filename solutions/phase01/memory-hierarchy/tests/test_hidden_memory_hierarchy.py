@@ -300,10 +300,10 @@ def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
 ) -> None:
     """Shortcuts the public SVG test lets through: linear axes, fixed axis ranges (0.01 to 1000
     FLOP/byte, say) that leave kernels off the picture, or a ridge vertex drawn at the wrong
-    intensity (units mixed up: GFLOP/s over B/s). Kernels at random intensities (1e-3..1e3 x the
-    ridge) and efficiencies (1e-3..1 of their roof): the pixel positions of the extreme two fix
-    each axis' log scale; every other dot and all three roof vertices must sit where that scale
-    puts them, and everything inside the picture."""
+    intensity (units mixed up: FLOP per 8-byte double, not per byte). Kernels at random
+    intensities (1e-3..1e3 x the ridge) and efficiencies (1e-3..1 of their roof): the pixel
+    positions of the extreme two fix each axis' log scale; every other dot and all three roof
+    vertices must sit where that scale puts them, every dot and the ridge inside the picture."""
     ridge = peak / bw
     kernels = []
     # two fixed kernels four decades apart on both axes fix the scales; the rest are random
@@ -314,9 +314,10 @@ def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
     roof, dots, root = svg_geometry(roofline.roofline_svg(peak, bw, kernels))
     assert len(roof) == 3 and len(dots) == len(kernels)
     width, height = float(root.get("width", 0)), float(root.get("height", 0))
-    for x, y in roof + dots:
+    named = [("the ridge vertex", roof[1]), *zip((k.name for k in kernels), dots, strict=True)]
+    for what, (x, y) in named:
         assert 0 <= x <= width and 0 <= y <= height, (
-            f"({x}, {y}) is outside the {width}x{height} SVG"
+            f"{what} is drawn at ({x}, {y}), outside the {width}x{height} picture"
         )
     lx = [math.log10(k.ai) for k in kernels]
     ly = [math.log10(k.achieved) for k in kernels]
