@@ -258,7 +258,7 @@ bool ensure_stacks(unsigned n) {
     size_t slot = kStackSize + g_page;
     if (g_stacks == nullptr) {
         size_t total = (size_t)kMaxThreads * slot;
-        void* p = mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+        void* p = mmap(nullptr, total, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1,
                        0);
         if (p == MAP_FAILED) return false;
         g_stacks = static_cast<char*>(p);

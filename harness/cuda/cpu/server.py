@@ -140,11 +140,17 @@ class LaunchServer:
         try:
             for b, _ in buffers:
                 self._map(b)
+            # The server enforces the launch's timeout itself; this one only guards against a
+            # server that stopped answering.
+            self.sock.settimeout(timeout + 30.0 if timeout > 0 else None)
             self._send(b"".join(parts), [1, 2])
             reply = self.sock.recv(size + 1)
+        except OSError:  # the server died or hung: retire it; the caller forks this process
+            self.close()
+            return False
         except BaseException:
-            # Interrupted or failed between request and reply: the stream can no longer be
-            # trusted, so this server is retired (a new one starts on the next launch).
+            # Interrupted between request and reply: the stream can no longer be trusted, so
+            # this server is retired (a new one starts on the next launch).
             self.close()
             raise
         if len(reply) != size:
@@ -169,11 +175,13 @@ class LaunchServer:
 
 def current() -> LaunchServer | None:
     """This process's launch server, started on first use; None where none can run."""
+    if os.environ.get("KATA_CUDA_LAUNCH_SERVER", "1") == "0":
+        return None
     pid = os.getpid()
     srv = _servers.get(pid)
     if srv is not None and not srv.broken:
         return srv
-    if pid in _disabled or os.environ.get("KATA_CUDA_LAUNCH_SERVER", "1") == "0":
+    if pid in _disabled:
         return None
     with _lock:
         srv = _servers.get(pid)
