@@ -30,7 +30,9 @@ def gpu(cuda):
     from harness.cuda.gpu import available_driver
 
     if available_driver() is None:
-        pytest.skip("the gpu backend needs CuPy (pip install cupy-cuda12x) or pycuda")
+        pytest.skip(
+            "the gpu backend needs CuPy (pip install cupy-cuda12x), cuda-bindings or pycuda"
+        )
     return cuda
 
 
