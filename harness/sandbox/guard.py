@@ -14,6 +14,7 @@ It raises the bar, it is not a proof: code in the same process can in principle 
 from __future__ import annotations
 
 import builtins
+import operator
 import sys
 import time
 import types
@@ -50,12 +51,64 @@ def _trusted(name: str) -> bool:
     return any(name == p or name.startswith(p + ".") for p in _PREFIXES)
 
 
-def _entries(obj: Any, label: str, out: dict[str, tuple[int, Any]]) -> None:
-    for key, value in list(vars(obj).items()):
-        if isinstance(value, types.FunctionType):
-            out[f"{label}.{key}"] = (id(value), value.__code__)
+_CODE = operator.attrgetter("__code__")
+
+
+class _Watched:
+    """One namespace (a module's or a class's dict), held by reference and compared by identity.
+
+    Holding the values keeps every id unique while we compare; every step of :meth:`same` runs
+    in C (``map``, ``id``, tuple equality of ints), so no learner-defined ``__eq__`` is called.
+    """
+
+    __slots__ = (
+        "label",
+        "ns",
+        "keys",
+        "values",
+        "ids",
+        "funcs",
+        "saved",
+        "codes",
+        "whole",
+        "whole_ids",
+    )
+
+    def __init__(self, label: str, ns: Any, keys: list[str], whole: bool) -> None:
+        self.label, self.ns, self.keys = label, ns, keys
+        self.values = [ns[k] for k in keys]
+        self.ids = tuple(map(id, self.values))
+        self.funcs = [v for v in self.values if isinstance(v, types.FunctionType)]
+        self.saved = {id(f): f.__code__ for f in self.funcs}  # a swapped __code__ shows too
+        self.codes = tuple(map(id, map(_CODE, self.funcs)))
+        # New names count too (classes, builtins): the key objects, compared by identity.
+        self.whole = tuple(ns) if whole else None
+        self.whole_ids = tuple(map(id, self.whole)) if whole else ()
+
+    def same(self) -> bool:
+        try:
+            if tuple(map(id, map(self.ns.__getitem__, self.keys))) != self.ids:
+                return False
+        except KeyError:
+            return False
+        if tuple(map(id, map(_CODE, self.funcs))) != self.codes:
+            return False
+        whole = self.whole
+        return whole is None or tuple(map(id, self.ns)) == self.whole_ids
+
+    def entries(self, out: dict[str, tuple[int, Any]], now: bool) -> None:
+        """The labelled form (``harness.x.f`` -> (id, code)) the report names, then or now."""
+        if not now:
+            pairs = zip(self.keys, self.values, strict=True)
         else:
-            out[f"{label}.{key}"] = (id(value), None)
+            keys = set(self.keys)
+            pairs = ((k, v) for k, v in list(self.ns.items()) if self.whole is not None
+                     or k in keys)  # fmt: skip
+        for key, value in pairs:
+            code = None
+            if isinstance(value, types.FunctionType):
+                code = value.__code__ if now else self.saved[id(value)]
+            out[f"{self.label}.{key}"] = (id(value), code)
 
 
 class Guard:
@@ -63,29 +116,30 @@ class Guard:
 
     def __init__(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         self.config = config
-        self.classes: set[str] = set()
-        self.snapshot = self._take(items)
         self.keep = (builtins, time)  # referenced, so ids stay unique while we compare
-
-    def _take(self, items: list[pytest.Item]) -> dict[str, tuple[int, Any]]:
-        out: dict[str, tuple[int, Any]] = {}
+        self.modules: list[tuple[str, Any]] = []
+        self.watched: list[_Watched] = []
         for name, mod in list(sys.modules.items()):
             if mod is None or not _trusted(name):
                 continue
-            out[f"sys.modules[{name}]"] = (id(mod), None)
-            for key, value in list(vars(mod).items()):
-                if (name, key) in _VOLATILE:
-                    continue
-                # Data (counters, caches made on first use) changes legitimately; what decides a
-                # verdict is code: functions, classes, modules and other callables.
-                if not (callable(value) or isinstance(value, types.ModuleType)):
-                    continue
-                label = f"{name}.{key}"
-                code = value.__code__ if isinstance(value, types.FunctionType) else None
-                out[label] = (id(value), code)
+            self.modules.append((name, mod))
+            ns = vars(mod)
+            # Data (counters, caches made on first use) changes legitimately; what decides a
+            # verdict is code: functions, classes, modules and other callables.
+            keys = [k for k, v in list(ns.items()) if (name, k) not in _VOLATILE
+                    and (callable(v) or isinstance(v, types.ModuleType))]  # fmt: skip
+            self.watched.append(_Watched(name, ns, keys, whole=name == "builtins"))
+            for key in keys:
+                value = ns[key]
                 if isinstance(value, type) and value.__module__ == name:
-                    self.classes.add(label)
-                    _entries(value, label, out)
+                    cls_ns = vars(value)
+                    self.watched.append(_Watched(f"{name}.{key}", cls_ns, list(cls_ns), True))
+        self.module_ids = tuple(id(m) for _, m in self.modules)
+        self.small = self._small(items)
+
+    def _small(self, items: list[pytest.Item]) -> dict[str, tuple[int, Any]]:
+        """The hook implementations and the kata's test functions (few; compared each time)."""
+        out: dict[str, tuple[int, Any]] = {}
         hook = self.config.pluginmanager.hook
         for name in _HOOKS:
             caller = getattr(hook, name, None)
@@ -100,14 +154,28 @@ class Guard:
         return out
 
     def changes(self, items: list[pytest.Item]) -> list[str]:
-        now = self._take(items)
-        changed = [k for k, v in self.snapshot.items() if now.get(k, (None, None)) != v]
-        # A new attribute on a trusted class or module is how a method gets shadowed.
-        # New names in trusted modules appear legitimately (lazy imports, caches); new entries
-        # in class namespaces (shadowing an inherited method) and in builtins do not.
-        heads = self.classes | {"builtins"}
-        changed += [k for k in now if k not in self.snapshot and k.rpartition(".")[0] in heads]
-        return sorted(changed)
+        small = self._small(items)
+        changed = [k for k, v in self.small.items() if small.get(k, (None, None)) != v]
+        names = [n for n, _ in self.modules]
+        if tuple(map(id, map(sys.modules.get, names))) != self.module_ids:
+            changed += [f"sys.modules[{n}]" for n, m in self.modules if sys.modules.get(n) is not m]
+        suspects = [w for w in self.watched if not w.same()]  # the fast path: usually none
+        for w in suspects:
+            then: dict[str, tuple[int, Any]] = {}
+            now: dict[str, tuple[int, Any]] = {}
+            w.entries(then, now=False)
+            w.entries(now, now=True)
+            changed += [k for k, v in then.items() if now.get(k, (None, None)) != v]
+            # A new name in a class namespace (shadowing an inherited method) or in builtins is
+            # how a method gets replaced; new module globals (lazy imports, caches) are not.
+            if w.whole is not None:
+                changed += [k for k in now if k not in then and (w.label != "builtins"
+                            or callable(self._value(w, k)))]  # fmt: skip
+        return sorted(set(changed))
+
+    @staticmethod
+    def _value(w: _Watched, label: str) -> Any:
+        return w.ns.get(label.rpartition(".")[2])
 
 
 def describe(changes: list[str]) -> str:
