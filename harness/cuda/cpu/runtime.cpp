@@ -975,6 +975,36 @@ static bool wait_child(pid_t pid, int* st, double t0, double timeout) {
     }
 }
 
+// Wait for the launch child `pid` (started at t0) and turn how it ended into `out`.
+static int collect_child(pid_t pid, double t0, double timeout, kata_result_t* out) {
+    kata_result_t* shared = g_shared_result;
+    int st = 0;
+    if (!wait_child(pid, &st, t0, timeout)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        memcpy(out, shared, sizeof *out);
+        out->status = KATA_TIMEOUT;
+        snprintf(out->message, sizeof out->message,
+                 "did not finish within %.3g s (an endless loop, or a spin-wait on another "
+                 "block: blocks run one after another here)",
+                 timeout);
+        return out->status;
+    }
+    memcpy(out, shared, sizeof *out);
+    if (out->status == KATA_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        out->status = KATA_CRASH;
+        if (WIFSIGNALED(st)) {
+            out->sig = WTERMSIG(st);
+            snprintf(out->message, sizeof out->message, "the launch died of %s",
+                     sig_name(WTERMSIG(st)));
+        } else {
+            snprintf(out->message, sizeof out->message, "the launch exited with status %d",
+                     WEXITSTATUS(st));
+        }
+    }
+    return out->status;
+}
+
 extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
     memset(out, 0, sizeof *out);
     out->buffer = -1;
@@ -1006,33 +1036,7 @@ extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
         launch_here(L, shared);
         finish_child(0);
     }
-    int st = 0;
-    {
-        if (!wait_child(pid, &st, t0, L->timeout)) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            memcpy(out, shared, sizeof *out);
-            out->status = KATA_TIMEOUT;
-            snprintf(out->message, sizeof out->message,
-                     "did not finish within %.3g s (an endless loop, or a spin-wait on another "
-                     "block: blocks run one after another here)",
-                     L->timeout);
-            return out->status;
-        }
-    }
-    memcpy(out, shared, sizeof *out);
-    if (out->status == KATA_OK && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-        out->status = KATA_CRASH;
-        if (WIFSIGNALED(st)) {
-            out->sig = WTERMSIG(st);
-            snprintf(out->message, sizeof out->message, "the launch died of %s",
-                     sig_name(WTERMSIG(st)));
-        } else {
-            snprintf(out->message, sizeof out->message, "the launch exited with status %d",
-                     WEXITSTATUS(st));
-        }
-    }
-    return out->status;
+    return collect_child(pid, t0, L->timeout, out);
 }
 
 // ------------------------------------------------------------------ the launch server
@@ -1123,14 +1127,22 @@ void reply_usage(int sock, const char* fmt, ...) {
     send(sock, &r, sizeof r, 0);
 }
 
-void handle_launch(int sock, const char* msg, size_t len) {
+std::string g_kname;
+
+// Decode a launch message into L (cells, buffers and strings live in globals). False: `err`
+// says why.
+bool parse_launch(const char* msg, size_t len, kata_launch_t* L, char* err, size_t errlen) {
     WireLaunch w;
-    if (len < sizeof w) return reply_usage(sock, "launch server: short message");
+    if (len < sizeof w) {
+        snprintf(err, errlen, "launch server: short message");
+        return false;
+    }
     memcpy(&w, msg, sizeof w);
     size_t need = sizeof w + w.nbuffers * sizeof(WireBuffer) + w.nargs * sizeof(WireArg) +
                   w.bytes_len + w.lib_len + w.sym_len + w.kname_len;
     if (need != len || w.nargs > (uint32_t)kMaxArgs || w.nbuffers > (uint32_t)kMaxArgs) {
-        return reply_usage(sock, "launch server: malformed launch (%zu of %zu bytes)", len, need);
+        snprintf(err, errlen, "launch server: malformed launch (%zu of %zu bytes)", len, need);
+        return false;
     }
     const char* p = msg + sizeof w;
     const char* bufs = p;
@@ -1143,15 +1155,17 @@ void handle_launch(int sock, const char* msg, size_t len) {
     p += w.lib_len;
     std::string sym(p, w.sym_len);
     p += w.sym_len;
-    std::string kname(p, w.kname_len);
+    g_kname.assign(p, w.kname_len);
 
     g_srv_nbuffers = (int)w.nbuffers;
     for (uint32_t i = 0; i < w.nbuffers; ++i) {
         WireBuffer b;
         memcpy(&b, bufs + i * sizeof b, sizeof b);
         auto it = g_maps.find(b.id);
-        if (it == g_maps.end()) return reply_usage(sock, "launch server: unknown buffer %llu",
-                                                   (unsigned long long)b.id);
+        if (it == g_maps.end()) {
+            snprintf(err, errlen, "launch server: unknown buffer %llu", (unsigned long long)b.id);
+            return false;
+        }
         kata_buffer& k = g_srv_buffers[i];
         k.map_lo = reinterpret_cast<uintptr_t>(it->second.base);
         k.map_size = it->second.size;
@@ -1165,12 +1179,16 @@ void handle_launch(int sock, const char* msg, size_t len) {
         memcpy(&a, args + i * sizeof a, sizeof a);
         memset(g_cells[i], 0, kCell);
         if (a.kind == 1) {
-            if (a.value >= w.nbuffers) return reply_usage(sock, "launch server: bad buffer index");
+            if (a.value >= w.nbuffers) {
+                snprintf(err, errlen, "launch server: bad buffer index");
+                return false;
+            }
             uintptr_t ptr = g_srv_buffers[a.value].start;
             memcpy(g_cells[i], &ptr, sizeof ptr);
         } else {
             if (a.value > kCell || off + a.value > w.bytes_len) {
-                return reply_usage(sock, "argument %u is %u bytes; at most %zu", i, a.value, kCell);
+                snprintf(err, errlen, "argument %u is %u bytes; at most %zu", i, a.value, kCell);
+                return false;
             }
             memcpy(g_cells[i], bytes + off, a.value);
             off += a.value;
@@ -1181,37 +1199,180 @@ void handle_launch(int sock, const char* msg, size_t len) {
     if (handle == nullptr) handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
         g_libs.erase(lib);
-        return reply_usage(sock, "launch server: cannot load %s: %s", lib.c_str(), dlerror());
+        snprintf(err, errlen, "launch server: cannot load %s: %s", lib.c_str(), dlerror());
+        return false;
     }
     void* fn = dlsym(handle, sym.c_str());
-    if (fn == nullptr) return reply_usage(sock, "launch server: no symbol %s", sym.c_str());
-
-    kata_launch_t L;
-    memset(&L, 0, sizeof L);
-    L.call = reinterpret_cast<void (*)(void**)>(fn);
-    L.args = g_argv;
-    L.kernel = kname.c_str();
-    for (int i = 0; i < 3; ++i) {
-        L.grid[i] = w.grid[i];
-        L.block[i] = w.block[i];
+    if (fn == nullptr) {
+        snprintf(err, errlen, "launch server: no symbol %s", sym.c_str());
+        return false;
     }
-    L.shared_bytes = w.shared;
-    L.schedule = (int)w.schedule;
-    L.seed = w.seed;
-    L.fibers = w.fibers;
-    L.isolate = 1;
-    L.timeout = w.timeout;
-    L.nbuffers = (int)w.nbuffers;
-    L.buffers = g_srv_buffers;
-    L.preempt = w.preempt;
+    memset(L, 0, sizeof *L);
+    L->call = reinterpret_cast<void (*)(void**)>(fn);
+    L->args = g_argv;
+    L->kernel = g_kname.c_str();
+    for (int i = 0; i < 3; ++i) {
+        L->grid[i] = w.grid[i];
+        L->block[i] = w.block[i];
+    }
+    L->shared_bytes = w.shared;
+    L->schedule = (int)w.schedule;
+    L->seed = w.seed;
+    L->fibers = w.fibers;
+    L->isolate = 1;
+    L->timeout = w.timeout;
+    L->nbuffers = (int)w.nbuffers;
+    L->buffers = g_srv_buffers;
+    L->preempt = w.preempt;
     if (!w.fibers && sym.rfind("kata_invoke__", 0) == 0) {
         std::string threads = "kata_threads__" + sym.substr(strlen("kata_invoke__"));
-        L.threads = reinterpret_cast<void (*)(void**, const unsigned*, unsigned)>(
+        L->threads = reinterpret_cast<void (*)(void**, const unsigned*, unsigned)>(
             dlsym(handle, threads.c_str()));
     }
+    return true;
+}
+
+void handle_launch(int sock, const char* msg, size_t len) {
+    kata_launch_t L;
+    char err[512];
+    if (!parse_launch(msg, len, &L, err, sizeof err)) return reply_usage(sock, "%s", err);
     kata_result_t r;
     kata_launch(&L, &r);
     send(sock, &r, sizeof r, 0);
+}
+
+// ---- the spare child: forked ahead of the next launch, so that launch does not wait for a fork.
+// It is a copy of the server as it was at fork time; a MAP or UNMAP since then makes it stale
+// (`g_generation`), and a stale spare is killed rather than used.
+pid_t g_spare_pid = -1;
+int g_spare_sock = -1;
+uint64_t g_spare_generation = 0;
+uint64_t g_generation = 0;
+bool g_use_spare = true;  // KATA_CUDA_SPARE=0: fork at each launch (for comparisons)
+
+int recv_with_fds(int sock, char* buf, size_t cap, int* fds, int* nfds) {
+    char control[CMSG_SPACE(4 * sizeof(int))];
+    iovec iov{buf, cap};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    *nfds = 0;
+    if (n <= 0) return (int)n;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            for (int i = 0; i < k && *nfds < 4; ++i) {
+                memcpy(&fds[(*nfds)++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            }
+        }
+    }
+    return (int)n;
+}
+
+[[noreturn]] void spare_main(int sock) {
+    int fds[4];
+    int nfds = 0;
+    int n = recv_with_fds(sock, g_msg, sizeof g_msg, fds, &nfds);
+    if (n <= 0) _exit(0);  // the server retired this spare
+    g_out_fd = nfds > 0 ? fds[0] : -1;
+    g_err_fd = nfds > 1 ? fds[1] : -1;
+    kata_result_t* r = g_shared_result;
+    kata_launch_t L;
+    if (!parse_launch(g_msg, (size_t)n, &L, r->message, sizeof r->message)) {
+        r->status = KATA_USAGE;
+        _exit(0);
+    }
+    unsigned nthreads = L.block[0] * L.block[1] * L.block[2];
+    if (L.fibers && !ensure_stacks(nthreads)) {
+        r->status = KATA_USAGE;
+        snprintf(r->message, sizeof r->message, "cannot map fiber stacks: %s", strerror(errno));
+        _exit(0);
+    }
+    server_child_setup();
+    launch_here(&L, r);
+    finish_child(0);
+}
+
+void retire_spare() {
+    if (g_spare_pid <= 0) return;
+    close(g_spare_sock);  // the spare sees end-of-file and exits
+    kill(g_spare_pid, SIGKILL);
+    while (waitpid(g_spare_pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    g_spare_pid = -1;
+    g_spare_sock = -1;
+}
+
+void make_spare(int main_sock) {
+    if (g_spare_pid > 0) return;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return;
+    fflush(nullptr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return;
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        close(main_sock);
+        spare_main(sv[1]);
+    }
+    close(sv[1]);
+    g_spare_pid = pid;
+    g_spare_sock = sv[0];
+    g_spare_generation = g_generation;
+}
+
+// A launch through the spare: it decodes and runs the message itself. False: no usable spare.
+bool launch_in_spare(int sock, const char* msg, size_t len, const int* fds, int nfds) {
+    if (g_spare_pid <= 0 || g_spare_generation != g_generation || len < sizeof(WireLaunch)) {
+        return false;
+    }
+    WireLaunch w;
+    memcpy(&w, msg, sizeof w);
+    kata_result_t* shared = g_shared_result;
+    memset(shared, 0, sizeof *shared);
+    shared->buffer = -1;
+    char control[CMSG_SPACE(4 * sizeof(int))];
+    iovec iov{const_cast<char*>(msg), len};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (nfds > 0) {
+        mh.msg_control = control;
+        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        cmsghdr* c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    }
+    double t0 = now_s();
+    if (sendmsg(g_spare_sock, &mh, MSG_NOSIGNAL) != (ssize_t)len) {
+        retire_spare();
+        return false;
+    }
+    pid_t pid = g_spare_pid;
+    close(g_spare_sock);
+    g_spare_pid = -1;
+    g_spare_sock = -1;
+    kata_result_t r;
+    collect_child(pid, t0, w.timeout, &r);
+    send(sock, &r, sizeof r, 0);
+    // What the spare had to do itself, the server does once for the spares to come.
+    if (w.fibers) ensure_stacks(w.block[0] * w.block[1] * w.block[2]);
+    kata_launch_t L;
+    char err[512];
+    parse_launch(msg, len, &L, err, sizeof err);  // loads the library here
+    return true;
 }
 
 }  // namespace
@@ -1222,37 +1383,29 @@ int main(int argc, char** argv) {
         return 2;
     }
     const int sock = atoi(argv[1]);
+    const char* spare = getenv("KATA_CUDA_SPARE");
+    g_use_spare = spare == nullptr || strcmp(spare, "0") != 0;
     g_child_setup = server_child_setup;
     signal(SIGPIPE, SIG_IGN);
     for (;;) {
-        char control[CMSG_SPACE(4 * sizeof(int))];
-        iovec iov{g_msg, sizeof g_msg};
-        msghdr mh{};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof control;
-        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return 0;  // the pytest process went away
         int fds[4];
         int nfds = 0;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-                int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-                for (int i = 0; i < k && nfds < 4; ++i) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            }
+        int n = recv_with_fds(sock, g_msg, sizeof g_msg, fds, &nfds);
+        if (n <= 0) {
+            retire_spare();
+            return 0;  // the pytest process went away
         }
         uint32_t type = 0;
         if (n >= 4) memcpy(&type, g_msg, 4);
-        if (type == MSG_MAP && n >= (ssize_t)sizeof(WireMap) && nfds == 1) {
+        if (type == MSG_MAP && n >= (int)sizeof(WireMap) && nfds == 1) {
             WireMap m;
             memcpy(&m, g_msg, sizeof m);
             init_common();
             void* p = mmap(nullptr, m.size, PROT_NONE, MAP_SHARED, fds[0], 0);
             if (p != MAP_FAILED) g_maps[m.id] = Mapping{static_cast<char*>(p), (size_t)m.size};
             close(fds[0]);
-        } else if (type == MSG_UNMAP && n >= (ssize_t)sizeof(WireMap)) {
+            ++g_generation;
+        } else if (type == MSG_UNMAP && n >= (int)sizeof(WireMap)) {
             WireMap m;
             memcpy(&m, g_msg, sizeof m);
             auto it = g_maps.find(m.id);
@@ -1260,14 +1413,18 @@ int main(int argc, char** argv) {
                 munmap(it->second.base, it->second.size);
                 g_maps.erase(it);
             }
+            ++g_generation;
         } else if (type == MSG_LAUNCH) {
-            g_out_fd = nfds > 0 ? fds[0] : -1;
-            g_err_fd = nfds > 1 ? fds[1] : -1;
             init_common();
-            handle_launch(sock, g_msg, (size_t)n);
-            if (g_out_fd >= 0) close(g_out_fd);
-            if (g_err_fd >= 0) close(g_err_fd);
-            g_out_fd = g_err_fd = -1;
+            if (!launch_in_spare(sock, g_msg, (size_t)n, fds, nfds)) {
+                retire_spare();
+                g_out_fd = nfds > 0 ? fds[0] : -1;
+                g_err_fd = nfds > 1 ? fds[1] : -1;
+                handle_launch(sock, g_msg, (size_t)n);
+                g_out_fd = g_err_fd = -1;
+            }
+            for (int i = 0; i < nfds; ++i) close(fds[i]);
+            if (g_use_spare) make_spare(sock);
         } else {
             for (int i = 0; i < nfds; ++i) close(fds[i]);
         }
