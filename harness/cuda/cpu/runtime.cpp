@@ -186,10 +186,20 @@ uint64_t rng_next() {
     return g_rng * 2685821657736338717ULL;
 }
 
-void set_thread(unsigned tid) {
-    threadIdx.x = tid % blockDim.x;
-    threadIdx.y = (tid / blockDim.x) % blockDim.y;
-    threadIdx.z = tid / (blockDim.x * blockDim.y);
+// threadIdx of every linear thread id, computed once per launch: three integer divisions at
+// every fiber switch cost more than the switch itself.
+uint3 g_coords[kMaxThreads];
+
+void compute_coords() {
+    for (unsigned t = 0; t < g_nthreads; ++t) {
+        g_coords[t].x = t % blockDim.x;
+        g_coords[t].y = (t / blockDim.x) % blockDim.y;
+        g_coords[t].z = t / (blockDim.x * blockDim.y);
+    }
+}
+
+inline void set_thread(unsigned tid) {
+    threadIdx = g_coords[tid];
     g_current = tid;
 }
 
@@ -226,12 +236,33 @@ void fail(int status, const char* fmt, ...) {
     abort();
 }
 
+// The scheduler's position in this pass over g_order, and how many fibers the pass ran.
+unsigned g_pos = 0;
+int g_ran = 0;
+
+// Leave the running fiber (its stack pointer saved in *save) for the next runnable fiber of this
+// pass, directly: going through the scheduler would cost a second switch per fiber. The last one
+// of the pass returns to the scheduler. Whoever resumes a fiber has set threadIdx for it.
+void yield_from(void** save) {
+    for (unsigned i = g_pos + 1; i < g_nthreads; ++i) {
+        unsigned t = g_order[i];
+        if (g_fibers[t].state == RUNNABLE) {
+            g_pos = i;
+            ++g_ran;
+            set_thread(t);
+            kata_fiber_switch(save, g_fibers[t].sp);
+            return;
+        }
+    }
+    kata_fiber_switch(save, g_sched_sp);
+}
+
 void fiber_entry() {
     const kata_launch_t* L = g_launch;
     L->call(L->args);
     Fiber& f = g_fibers[g_current];
     f.state = DONE;
-    kata_fiber_switch(&f.sp, g_sched_sp);
+    yield_from(&f.sp);
     __builtin_unreachable();
 }
 
@@ -534,20 +565,23 @@ void run_block_fibers(const kata_launch_t* L) {
     unsigned live = g_nthreads;
     make_order(g_nthreads, L->schedule);
     while (live > 0) {
-        int ran = 0;
         if (L->schedule >= 2) shuffle_order(g_nthreads);
+        g_ran = 0;
         for (unsigned i = 0; i < g_nthreads; ++i) {
             unsigned t = g_order[i];
             if (g_fibers[t].state != RUNNABLE) continue;
+            g_pos = i;
+            ++g_ran;
             set_thread(t);
-            kata_fiber_switch(&g_sched_sp, g_fibers[t].sp);
-            ++ran;
-            if (g_fibers[t].state == DONE) --live;
+            kata_fiber_switch(&g_sched_sp, g_fibers[t].sp);  // back when the pass is over
+            break;
         }
+        live = 0;
+        for (unsigned t = 0; t < g_nthreads; ++t) live += g_fibers[t].state != DONE;
         if (live == 0) break;
         int released = resolve_warps();
         released += resolve_barrier();
-        if (!ran && !released) report_stuck();
+        if (!g_ran && !released) report_stuck();
     }
 }
 
@@ -555,6 +589,7 @@ void run_grid(const kata_launch_t* L) {
     gridDim = dim3(L->grid[0], L->grid[1], L->grid[2]);
     blockDim = dim3(L->block[0], L->block[1], L->block[2]);
     g_nthreads = L->block[0] * L->block[1] * L->block[2];
+    compute_coords();
     g_rng = L->seed * 0x9E3779B97F4A7C15ULL + 0x2545F4914F6CDD1DULL;
     if (g_rng == 0) g_rng = 1;
     uint64_t nblocks = (uint64_t)L->grid[0] * L->grid[1] * L->grid[2];
@@ -750,7 +785,7 @@ extern "C" void kata_syncthreads(int line) {
     f.state = AT_BARRIER;
     f.line = line;
     f.pred = 0;
-    kata_fiber_switch(&f.sp, g_sched_sp);
+    yield_from(&f.sp);
 }
 
 extern "C" int kata_syncthreads_op(int line, int op, int pred) {
@@ -761,7 +796,7 @@ extern "C" int kata_syncthreads_op(int line, int op, int pred) {
     f.state = AT_BARRIER;
     f.line = line;
     f.pred = pred;
-    kata_fiber_switch(&f.sp, g_sched_sp);
+    yield_from(&f.sp);
     int count = g_barrier_result;
     if (op == 0) return count;
     if (op == 1) return count == (int)g_nthreads;
@@ -782,7 +817,7 @@ extern "C" uint64_t kata_warp_op(int line, int op, unsigned mask, uint64_t value
     f.wvalue = value;
     f.warg = arg;
     f.wwidth = width;
-    kata_fiber_switch(&f.sp, g_sched_sp);
+    yield_from(&f.sp);
     return g_fibers[g_current].wresult;
 }
 
@@ -817,7 +852,7 @@ static inline void trace_access(void* pc, const void* p, unsigned size, unsigned
         // The "preempt" schedule: let other threads run between this thread's memory accesses,
         // as warps interleave on a GPU; exposes lost updates and missing barriers.
         Fiber& f = g_fibers[g_current];
-        kata_fiber_switch(&f.sp, g_sched_sp);
+        yield_from(&f.sp);
     }
     if (g_events == nullptr) return;
     for (int i = 0; i < L->nbuffers; ++i) {
