@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _pytest.reports import TestReport
 
-from . import messages
+from . import messages, secrets
 from .child import Child, ChildGone, ChildSpec, Outcome
 from .limits import Limits, isolation_notes
 
@@ -46,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SECRET_PATHS] = []
     if config.option.kata_no_sandbox or not hasattr(os, "fork"):
         return
+    if secrets.has_secrets([]):  # every harness process holds the key: xdist's controller too
+        secrets.hide_process()
+        secrets.hide_environment()
     config.pluginmanager.register(Sandbox(config), "gpu-katas-sandbox")
 
 
@@ -114,6 +117,8 @@ class Sandbox:
             child.stop()
             child = self.child = None
         if child is None:
+            if self.config.stash.get(SECRET_PATHS, []):  # a key file or bundle to mask
+                secrets.hide_process()
             spec = ChildSpec(
                 kata_dir=kata_dir,
                 limits=self._limits(info),

@@ -32,7 +32,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from . import limits as lim
-from . import messages
+from . import messages, secrets
 from .guard import Guard, describe
 from .native_crash import install as install_native_crash_handler
 from .native_crash import signal_from_note
@@ -116,7 +116,11 @@ def child_main(session: pytest.Session, fds: dict[str, int], spec: ChildSpec) ->
         from . import mark_child
 
         mark_child()
+        guarded = secrets.has_secrets(spec.secrets)  # a key or masked files: before the scrub
+        secrets.forget(session.config, spec.kata_dir)
         notes = lim.enter_child(spec.limits, spec.secrets, os.getuid() == 0)
+        if guarded and os.getuid() == 0:  # after the masks are mounted: they stay mounted
+            notes += secrets.drop_capabilities()
         keep = {fds["cmd"], fds["res"], fds["fault"]} | _capture_fds(session.config)
         lim.close_inherited_fds(keep)
         faulthandler.enable(file=_FaultFile(fds["fault"]), all_threads=True)

@@ -1,0 +1,284 @@
+"""Keep the hidden-test key and other katas' hidden tests away from learner code.
+
+A sandbox child is forked from the harness, so it starts with copies of everything the harness
+holds: the key (``KATA_HIDDEN_KEY`` in ``os.environ`` and in the process's original environment
+block, which ``/proc/self/environ`` shows even after ``unsetenv``), the :class:`Key` object,
+and the decrypted tests of every kata. Besides masking files (:mod:`.limits`), the sandbox:
+
+- child side (:func:`forget`, before any learner code): overwrites the key's text and bytes in
+  place and drops every reference to them; blanks the hidden test sources of other katas and
+  those of this kata that are already compiled (its test modules were imported at collection);
+- child side, as root (:func:`drop_capabilities`): gives up ``CAP_SYS_PTRACE`` (reading another
+  root process's ``/proc/PID/environ`` or ``mem``), ``CAP_SYS_ADMIN`` (unmounting the masks),
+  ``CAP_DAC_READ_SEARCH`` (``open_by_handle_at`` around them), ``CAP_SYS_RAWIO`` and
+  ``CAP_SYS_MODULE``;
+- parent side (:func:`hide_process`): marks the harness process not dumpable, so another
+  process of the same (non-root) user cannot read its environment or memory.
+
+What stays: the code of the running kata's hidden tests is in the child (it has to be, to run)
+and code it calls can inspect its caller's frames; see docs/integrity.md, "Sandbox".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from .limits import SECRET_ENV, _libc
+
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_DAC_READ_SEARCH, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE, CAP_SYS_ADMIN = (
+    2,
+    16,
+    17,
+    19,
+    21,
+)
+DROPPED_CAPS = (CAP_DAC_READ_SEARCH, CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_PTRACE, CAP_SYS_ADMIN)
+
+
+def has_secrets(secret_paths: list[str]) -> bool:
+    """Whether this run holds something learner code must not see (a key, a masked file)."""
+    return bool(secret_paths) or any(os.environ.get(n) for n in SECRET_ENV)
+
+
+# --------------------------------------------------------------------------- parent side
+def hide_process() -> bool:
+    """Make this process's /proc/PID/{environ,mem} unreadable to same-user processes that lack
+    CAP_SYS_PTRACE (a side effect: no core dumps, no same-user debugger attach)."""
+    if sys.platform != "linux":
+        return False
+    return _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+def hide_environment() -> None:
+    """Blank the key variables in this process's original environment block, which
+    /proc/PID/environ shows to same-user processes even when the process is not dumpable, and
+    set them again, so libc's environ (what exec'd workers inherit) and os.environ keep them."""
+    values = {n: os.environ[n] for n in SECRET_ENV if os.environ.get(n)}
+    if values and _wipe_environ_block(tuple(values)):
+        for name, value in values.items():
+            os.environ[name] = value  # putenv: a fresh heap copy, not the blanked block
+
+
+# --------------------------------------------------------------------------- child side
+def _zero(address: int, size: int) -> None:
+    if size > 0:
+        ctypes.memset(address, 0, size)
+
+
+def wipe_bytes(data: bytes) -> None:
+    """Overwrite a bytes object's contents in place (CPython: the buffer follows the header)."""
+    n = len(data)
+    if n > 1:  # the empty and one-byte objects are shared singletons
+        _zero(id(data) + sys.getsizeof(data) - n - 1, n)
+
+
+def wipe_str(text: str) -> None:
+    """Overwrite a str's characters (and its cached UTF-8 copy) in place; for secrets and
+    dropped sources only, never for a string still in use."""
+    if len(text) < 2:
+        return  # possibly a shared singleton, and never a secret
+    size = sys.getsizeof(text)
+    raw = ctypes.string_at(id(text), size)
+    kind = 1 if max(text) < "\u0100" else 2 if max(text) < "\U00010000" else 4
+    encodings = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}
+    needles = [text.encode(encodings[kind])]
+    if kind > 1 or max(text) >= "\x80":
+        needles.append(text.encode("utf-8", "surrogatepass"))
+    for needle in needles:
+        at = raw.find(needle, 16)
+        if at >= 0:
+            _zero(id(text) + at, len(needle))
+
+
+def _environ_block() -> tuple[int, int] | None:
+    """The start and end of this process's original environment strings (proc(5), stat 50-51)."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # field 3 onwards
+    try:
+        start, end = int(fields[47]), int(fields[48])
+    except (IndexError, ValueError):
+        return None
+    return (start, end) if 0 < start < end else None
+
+
+def wipe_environment() -> None:
+    """Remove the key variables from os.environ, libc's environ and /proc/self/environ."""
+    data = getattr(os.environ, "_data", {})
+    for name in SECRET_ENV:
+        for value in (os.environ.get(name), data.get(os.fsencode(name))):
+            if isinstance(value, bytes):
+                wipe_bytes(value)
+            elif isinstance(value, str):
+                wipe_str(value)
+        os.environ.pop(name, None)  # also unsetenv()s
+        posix_environ = getattr(sys.modules.get("posix"), "environ", {})
+        posix_environ.pop(os.fsencode(name), None)  # os.environ's source, still importable
+    _wipe_environ_block(SECRET_ENV)
+
+
+def _wipe_environ_block(names: tuple[str, ...]) -> bool:
+    """Zero the values of `names` in the original environment block; False if not found."""
+    block = _environ_block()
+    if block is None:
+        return False
+    start, end = block
+    raw = ctypes.string_at(start, end - start)
+    for name in names:
+        for m in re.finditer(rb"(?:^|\0)" + re.escape(name.encode()) + rb"=([^\0]*)", raw):
+            _zero(start + m.start(1), m.end(1) - m.start(1))
+    return True
+
+
+def _forms(secret: bytes) -> list[bytes]:
+    """The ways the key is written: raw, hex (either case), base64 (standard, URL-safe)."""
+    import base64
+
+    forms = [secret, secret.hex().encode(), secret.hex().upper().encode()]
+    forms += [base64.b64encode(secret), base64.urlsafe_b64encode(secret)]
+    return forms
+
+
+SCAN_LIMIT = 2 << 30  # bytes of private writable memory scanned at most
+
+
+def scrub_memory(needles: list[bytes]) -> int:
+    """Zero every copy of `needles` in this process's private writable memory (freed heap
+    blocks keep their contents). Through /proc/self/mem, so an unmapped page cannot crash us.
+    Returns how many copies were overwritten."""
+    needles = [n for n in needles if len(n) >= 16]
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+        fd = os.open("/proc/self/mem", os.O_RDWR)
+    except OSError:
+        return 0
+    hits, budget, chunk, overlap = 0, SCAN_LIMIT, 8 << 20, 256
+    # The needles are in this memory too: skip them (zeroed, they would match everywhere).
+    own = {id(n) + sys.getsizeof(n) - len(n) - 1 for n in needles}
+    try:
+        for line in maps:
+            parts = line.split()
+            if len(parts) < 2 or not parts[1].startswith("rw") or parts[1][3] != "p":
+                continue
+            if len(parts) >= 6 and parts[5] in ("[vvar]", "[vsyscall]"):
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            pos = start
+            while pos < end and budget > 0:
+                n = min(chunk, end - pos)
+                try:
+                    data = os.pread(fd, n, pos)
+                except OSError:
+                    break
+                budget -= len(data)
+                for needle in needles:
+                    at = data.find(needle)
+                    while at >= 0:
+                        if pos + at not in own:
+                            os.pwrite(fd, b"\0" * len(needle), pos + at)
+                            hits += 1
+                        at = data.find(needle, at + 1)
+                if len(data) < n:
+                    break
+                pos += n - overlap if n == chunk else n
+    finally:
+        os.close(fd)
+    for needle in needles[1:]:  # the written forms; the caller wipes the raw key itself
+        wipe_bytes(needle)
+    return hits
+
+
+def _hidden_state(config: Any) -> Any:
+    try:
+        from ..hidden import HIDDEN
+    except ImportError:
+        return None
+    return config.stash.get(HIDDEN, None)
+
+
+def forget(config: Any, kata_dir: Path) -> None:
+    """In a fresh child: wipe the key and the hidden tests this child will not need."""
+    wipe_environment()
+    state = _hidden_state(config)
+    source = getattr(state, "source", None)
+    key = getattr(source, "key", None)
+    if key is not None:
+        scrub_memory(_forms(key.secret))  # copies left by parsing, decoding, the cipher
+        wipe_bytes(key.secret)
+        source.key = None
+    if source is None:
+        return
+    this = _rel(kata_dir, config.rootpath)
+    for rel, tests in list(getattr(source, "katas", {}).items()):
+        if rel != this:
+            for text in tests.hidden.values():
+                wipe_str(text)
+            tests.hidden.clear()
+    _blank_hidden_sources(kata_dir, Path(config.rootpath))
+
+
+def _blank_hidden_sources(kata_dir: Path, root: Path) -> None:
+    """Hidden test modules already imported need no source any more, nor do other katas';
+    a module of this kata not imported yet (a sibling a test imports late) keeps its own."""
+    try:
+        from ..hidden.memload import IMPORTER
+    except ImportError:
+        return
+    rel = Path(_rel(kata_dir, root))
+    mine = (root / rel, root / "solutions" / Path(*rel.parts[1:])) if rel.parts else ()
+    for name, src in list(IMPORTER.sources.items()):
+        if src.show_source or not src.text:
+            continue  # public tests: tracebacks quote them; nothing secret
+        ours = any(d == src.path or d in src.path.parents for d in mine)
+        if name in sys.modules or not ours:
+            wipe_str(src.text)
+            src.text = ""
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def drop_capabilities(caps: tuple[int, ...] = DROPPED_CAPS) -> list[str]:
+    """Give up `caps` (bounding, effective, permitted, inheritable). Returns notes on failure."""
+    if sys.platform != "linux":
+        return []
+    libc = _libc()
+    for cap in caps:
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: capset still runs
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable} words
+    if libc.capget(header, data) != 0:
+        return [f"capabilities not dropped: capget: {os.strerror(ctypes.get_errno())}"]
+    mask = ~sum(1 << c for c in caps) & 0xFFFFFFFF
+    for i in range(3):
+        data[i] &= mask
+    if libc.capset(header, data) != 0:
+        return [f"capabilities not dropped: capset: {os.strerror(ctypes.get_errno())}"]
+    return []
+
+
+__all__ = [
+    "DROPPED_CAPS",
+    "drop_capabilities",
+    "forget",
+    "has_secrets",
+    "hide_environment",
+    "hide_process",
+    "wipe_bytes",
+    "wipe_environment",
+    "wipe_str",
+]
