@@ -289,8 +289,14 @@ bool ensure_stacks(unsigned n) {
     size_t slot = kStackSize + g_page;
     if (g_stacks == nullptr) {
         size_t total = (size_t)kMaxThreads * slot;
-        void* p = mmap(nullptr, total, PROT_NONE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                       0);
+#ifdef KATA_SERVER
+        // Shared in the launch server: a launch child's stack pages stay in place for the next
+        // one (no zero-filled page per fiber per launch). Nothing else ever uses them.
+        int share = MAP_SHARED;
+#else
+        int share = MAP_PRIVATE;  // a pytest process's forked children must not share them
+#endif
+        void* p = mmap(nullptr, total, PROT_NONE, share | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) return false;
         g_stacks = static_cast<char*>(p);
     }
