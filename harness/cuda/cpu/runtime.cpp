@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -218,9 +219,22 @@ void record(int status, const char* fmt, va_list ap) {
     vsnprintf(r->message, sizeof r->message, fmt, ap);
 }
 
+// A spare child of the launch server replies to the pytest process itself, before it exits, so
+// the reply waits neither for the server nor for this process's teardown. Whoever first takes
+// the flag (this child, or the server once the child is gone) sends the one reply.
+int g_reply_sock = -1;
+int* g_reply_flag = nullptr;  // in the shared result page, after the record
+constexpr size_t kReplyFlagOffset = 3584;
+static_assert(sizeof(kata_result_t) < kReplyFlagOffset, "the reply flag overlaps the result");
+
+bool take_reply() { return __atomic_exchange_n(g_reply_flag, 1, __ATOMIC_SEQ_CST) == 0; }
+
 [[noreturn]] void finish_child(int code) {
     fflush(stdout);
     fflush(stderr);
+    if (g_reply_sock >= 0 && g_reply_flag != nullptr && take_reply()) {
+        send(g_reply_sock, g_shared_result, sizeof(kata_result_t), MSG_NOSIGNAL);
+    }
     _exit(code);
 }
 
@@ -770,6 +784,7 @@ bool init_common() {
     void* shared = mmap(nullptr, g_page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shared == MAP_FAILED) return false;
     g_shared_result = static_cast<kata_result_t*>(shared);
+    g_reply_flag = reinterpret_cast<int*>(static_cast<char*>(shared) + kReplyFlagOffset);
     void* dyn = mmap(nullptr, kDynSharedMax + g_page, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (dyn == MAP_FAILED) return false;
@@ -1316,24 +1331,25 @@ int recv_with_fds(int sock, char* buf, size_t cap, int* fds, int* nfds) {
     return (int)n;
 }
 
-[[noreturn]] void spare_main(int sock) {
+[[noreturn]] void spare_main(int sock, int main_sock) {
     int fds[4];
     int nfds = 0;
     int n = recv_with_fds(sock, g_msg, sizeof g_msg, fds, &nfds);
     if (n <= 0) _exit(0);  // the server retired this spare
+    g_reply_sock = main_sock;  // from here on every way out replies (finish_child)
     g_out_fd = nfds > 0 ? fds[0] : -1;
     g_err_fd = nfds > 1 ? fds[1] : -1;
     kata_result_t* r = g_shared_result;
     kata_launch_t L;
     if (!parse_launch(g_msg, (size_t)n, &L, r->message, sizeof r->message)) {
         r->status = KATA_USAGE;
-        _exit(0);
+        finish_child(0);
     }
     unsigned nthreads = L.block[0] * L.block[1] * L.block[2];
     if (L.fibers && !ensure_stacks(nthreads)) {
         r->status = KATA_USAGE;
         snprintf(r->message, sizeof r->message, "cannot map fiber stacks: %s", strerror(errno));
-        _exit(0);
+        finish_child(0);
     }
     server_child_setup();
     launch_here(&L, r);
@@ -1363,8 +1379,7 @@ void make_spare(int main_sock) {
     }
     if (pid == 0) {
         close(sv[0]);
-        close(main_sock);
-        spare_main(sv[1]);
+        spare_main(sv[1], main_sock);
     }
     close(sv[1]);
     g_spare_pid = pid;
@@ -1382,6 +1397,7 @@ bool launch_in_spare(int sock, const char* msg, size_t len, const int* fds, int 
     kata_result_t* shared = g_shared_result;
     memset(shared, 0, sizeof *shared);
     shared->buffer = -1;
+    *g_reply_flag = 0;
     char control[CMSG_SPACE(4 * sizeof(int))];
     iovec iov{const_cast<char*>(msg), len};
     msghdr mh{};
@@ -1407,7 +1423,7 @@ bool launch_in_spare(int sock, const char* msg, size_t len, const int* fds, int 
     g_spare_sock = -1;
     kata_result_t r;
     collect_child(pid, t0, w.timeout, &r);
-    send(sock, &r, sizeof r, 0);
+    if (take_reply()) send(sock, &r, sizeof r, 0);  // it died, or hung, without replying
     // What the spare had to do itself, the server does once for the spares to come.
     if (w.fibers) ensure_stacks(w.block[0] * w.block[1] * w.block[2]);
     kata_launch_t L;
