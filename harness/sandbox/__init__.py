@@ -165,7 +165,7 @@ class Sandbox:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        notes = sorted(set(isolation_notes()))
+        notes = sorted(set(isolation_notes()) | self.notes)  # the machine's, and each child's
         if notes and not hasattr(self.config, "workerinput"):
             terminalreporter.write_line("sandbox: not isolated here: " + "; ".join(notes))
 
