@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from harness._lazy import lazy_module
 from harness.cuda.errors import CudaError, SanitizerError
+
+np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = [
     "TOOLS",
