@@ -250,6 +250,9 @@ void fail(int status, const char* fmt, ...) {
     abort();
 }
 
+// Lanes waiting at a warp collective: most kernels have none, and resolve_warps is skipped.
+unsigned g_at_warp = 0;
+
 // The scheduler's position in this pass over g_order, and how many fibers the pass ran.
 unsigned g_pos = 0;
 int g_ran = 0;
@@ -402,6 +405,7 @@ void resolve_group(unsigned w, unsigned group, int op) {
             default: f.wresult = 0; break;
         }
         f.state = RUNNABLE;
+        --g_at_warp;
     }
 }
 
@@ -477,7 +481,7 @@ int resolve_warps() {
 }
 
 // Release the block barrier once every thread of the block has reached one.
-int resolve_barrier() {
+int resolve_barrier(unsigned* live) {
     unsigned at = 0, done = 0;
     int first_line = 0;
     unsigned first_done = 0;
@@ -491,6 +495,7 @@ int resolve_barrier() {
             ++done;
         }
     }
+    *live = g_nthreads - done;
     if (at == 0) return 0;
     if (at == g_nthreads) {
         int count = 0, all = 1, any = 0;
@@ -582,6 +587,7 @@ void run_block_direct(const kata_launch_t* L) {
 
 void run_block_fibers(const kata_launch_t* L) {
     for (unsigned t = 0; t < g_nthreads; ++t) fiber_init(t);
+    g_at_warp = 0;
     unsigned live = g_nthreads;
     make_order(g_nthreads, L->schedule);
     while (live > 0) {
@@ -596,11 +602,9 @@ void run_block_fibers(const kata_launch_t* L) {
             kata_fiber_switch(&g_sched_sp, g_fibers[t].sp);  // back when the pass is over
             break;
         }
-        live = 0;
-        for (unsigned t = 0; t < g_nthreads; ++t) live += g_fibers[t].state != DONE;
+        int released = g_at_warp ? resolve_warps() : 0;
+        released += resolve_barrier(&live);
         if (live == 0) break;
-        int released = resolve_warps();
-        released += resolve_barrier();
         if (!g_ran && !released) report_stuck();
     }
 }
@@ -832,6 +836,7 @@ extern "C" uint64_t kata_warp_op(int line, int op, unsigned mask, uint64_t value
     }
     Fiber& f = g_fibers[g_current];
     f.state = AT_WARP;
+    ++g_at_warp;
     f.line = line;
     f.wop = op;
     f.wmask = mask;
