@@ -144,7 +144,6 @@ enum State { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
 
 struct Fiber {
     void* sp;
-    int state;
     int line;
     int pred;
     // the pending warp collective
@@ -159,6 +158,10 @@ struct Fiber {
 size_t g_page = 4096;
 char* g_stacks = nullptr;  // kMaxThreads stacks, each with a guard page below it
 Fiber g_fibers[kMaxThreads];
+// Fiber states apart from the fibers: the scheduler scans them after every pass, and a 256-byte
+// array stays in L1 where scanning the Fiber records would evict the threads' stacks.
+unsigned char g_st[kMaxThreads];
+inline unsigned char& state_of(const Fiber& f) { return g_st[&f - g_fibers]; }
 unsigned g_order[kMaxThreads];
 unsigned g_nthreads = 0;
 unsigned g_current = 0;
@@ -263,7 +266,7 @@ int g_ran = 0;
 void yield_from(void** save) {
     for (unsigned i = g_pos + 1; i < g_nthreads; ++i) {
         unsigned t = g_order[i];
-        if (g_fibers[t].state == RUNNABLE) {
+        if (g_st[t] == RUNNABLE) {
             g_pos = i;
             ++g_ran;
             set_thread(t);
@@ -278,7 +281,7 @@ void fiber_entry() {
     const kata_launch_t* L = g_launch;
     L->call(L->args);
     Fiber& f = g_fibers[g_current];
-    f.state = DONE;
+    state_of(f) = DONE;
     yield_from(&f.sp);
     __builtin_unreachable();
 }
@@ -293,7 +296,7 @@ void fiber_init(unsigned tid) {
     *--sp = reinterpret_cast<uint64_t>(&fiber_entry);      // popped by `ret` in the switch
     for (int i = 0; i < 6; ++i) *--sp = 0;                 // rbp rbx r12-r15
     f.sp = sp;
-    f.state = RUNNABLE;
+    state_of(f) = RUNNABLE;
     f.line = 0;
 }
 
@@ -404,7 +407,7 @@ void resolve_group(unsigned w, unsigned group, int op) {
             case KATA_WOP_REDUCE_MAX: f.wresult = mx; break;
             default: f.wresult = 0; break;
         }
-        f.state = RUNNABLE;
+        state_of(f) = RUNNABLE;
         --g_at_warp;
     }
 }
@@ -419,7 +422,7 @@ int resolve_warps() {
         unsigned exists = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
         unsigned waiting = 0, live = 0, runnable = 0;
         for (unsigned l = 0; l < lanes; ++l) {
-            int s = g_fibers[base + l].state;
+            int s = g_st[base + l];
             if (s == AT_WARP) waiting |= 1u << l;
             if (s != DONE) live |= 1u << l;
             if (s == RUNNABLE) runnable |= 1u << l;
@@ -428,7 +431,7 @@ int resolve_warps() {
         // Collectives with an explicit mask: complete once every lane of the mask waits.
         for (unsigned l = 0; l < lanes; ++l) {
             Fiber& f = g_fibers[base + l];
-            if (f.state != AT_WARP || f.wop == KATA_WOP_ACTIVEMASK) continue;
+            if (state_of(f) != AT_WARP || f.wop == KATA_WOP_ACTIVEMASK) continue;
             unsigned mask = f.wmask & exists;
             if (!(f.wmask >> l & 1)) {
                 set_thread(base + l);
@@ -465,11 +468,11 @@ int resolve_warps() {
         if (runnable) continue;
         for (unsigned l = 0; l < lanes; ++l) {
             Fiber& f = g_fibers[base + l];
-            if (f.state != AT_WARP || f.wop != KATA_WOP_ACTIVEMASK) continue;
+            if (state_of(f) != AT_WARP || f.wop != KATA_WOP_ACTIVEMASK) continue;
             unsigned group = 0;
             for (unsigned k = l; k < lanes; ++k) {
                 Fiber& g = g_fibers[base + k];
-                if (g.state == AT_WARP && g.wop == KATA_WOP_ACTIVEMASK && g.line == f.line) {
+                if (state_of(g) == AT_WARP && g.wop == KATA_WOP_ACTIVEMASK && g.line == f.line) {
                     group |= 1u << k;
                 }
             }
@@ -486,7 +489,7 @@ int resolve_barrier(unsigned* live) {
     int first_line = 0;
     unsigned first_done = 0;
     for (unsigned t = 0; t < g_nthreads; ++t) {
-        int s = g_fibers[t].state;
+        int s = g_st[t];
         if (s == AT_BARRIER) {
             if (!at) first_line = g_fibers[t].line;
             ++at;
@@ -503,7 +506,7 @@ int resolve_barrier(unsigned* live) {
             count += g_fibers[t].pred;
             all &= g_fibers[t].pred;
             any |= g_fibers[t].pred;
-            g_fibers[t].state = RUNNABLE;
+            g_st[t] = RUNNABLE;
         }
         // Every thread reads the result before any thread can reach the next barrier.
         g_barrier_result = count;
@@ -531,17 +534,17 @@ void report_stuck() {
     unsigned wtid = 0;
     for (unsigned t = 0; t < g_nthreads; ++t) {
         Fiber& f = g_fibers[t];
-        if (f.state == AT_BARRIER) {
+        if (state_of(f) == AT_BARRIER) {
             if (!at) bline = f.line;
             ++at;
-        } else if (f.state == AT_WARP) {
+        } else if (state_of(f) == AT_WARP) {
             if (!warp) {
                 wline = f.line;
                 wop = f.wop;
                 wtid = t;
             }
             ++warp;
-        } else if (f.state == DONE) {
+        } else if (state_of(f) == DONE) {
             ++done;
         }
     }
@@ -595,7 +598,7 @@ void run_block_fibers(const kata_launch_t* L) {
         g_ran = 0;
         for (unsigned i = 0; i < g_nthreads; ++i) {
             unsigned t = g_order[i];
-            if (g_fibers[t].state != RUNNABLE) continue;
+            if (g_st[t] != RUNNABLE) continue;
             g_pos = i;
             ++g_ran;
             set_thread(t);
@@ -807,7 +810,7 @@ extern "C" void kata_syncthreads(int line) {
                          "it in the source: is it hidden behind a macro?)", line);
     }
     Fiber& f = g_fibers[g_current];
-    f.state = AT_BARRIER;
+    state_of(f) = AT_BARRIER;
     f.line = line;
     f.pred = 0;
     yield_from(&f.sp);
@@ -818,7 +821,7 @@ extern "C" int kata_syncthreads_op(int line, int op, int pred) {
         fail(KATA_USAGE, "__syncthreads_* at line %d ran without fibers", line);
     }
     Fiber& f = g_fibers[g_current];
-    f.state = AT_BARRIER;
+    state_of(f) = AT_BARRIER;
     f.line = line;
     f.pred = pred;
     yield_from(&f.sp);
@@ -835,7 +838,7 @@ extern "C" uint64_t kata_warp_op(int line, int op, unsigned mask, uint64_t value
                          "source: is it hidden behind a macro?)", wop_name(op), line);
     }
     Fiber& f = g_fibers[g_current];
-    f.state = AT_WARP;
+    state_of(f) = AT_WARP;
     ++g_at_warp;
     f.line = line;
     f.wop = op;
