@@ -145,7 +145,6 @@ enum State { RUNNABLE = 0, AT_BARRIER = 1, AT_WARP = 2, DONE = 3 };
 struct Fiber {
     void* sp;
     int line;
-    int pred;
     // the pending warp collective
     int wop;
     unsigned wmask;
@@ -161,6 +160,7 @@ Fiber g_fibers[kMaxThreads];
 // Fiber states apart from the fibers: the scheduler scans them after every pass, and a 256-byte
 // array stays in L1 where scanning the Fiber records would evict the threads' stacks.
 unsigned char g_st[kMaxThreads];
+unsigned char g_pred[kMaxThreads];  // __syncthreads_count/and/or predicates, read at release
 inline unsigned char& state_of(const Fiber& f) { return g_st[&f - g_fibers]; }
 unsigned g_order[kMaxThreads];
 unsigned g_nthreads = 0;
@@ -503,9 +503,9 @@ int resolve_barrier(unsigned* live) {
     if (at == g_nthreads) {
         int count = 0, all = 1, any = 0;
         for (unsigned t = 0; t < g_nthreads; ++t) {
-            count += g_fibers[t].pred;
-            all &= g_fibers[t].pred;
-            any |= g_fibers[t].pred;
+            count += g_pred[t];
+            all &= g_pred[t];
+            any |= g_pred[t];
             g_st[t] = RUNNABLE;
         }
         // Every thread reads the result before any thread can reach the next barrier.
@@ -812,7 +812,7 @@ extern "C" void kata_syncthreads(int line) {
     Fiber& f = g_fibers[g_current];
     state_of(f) = AT_BARRIER;
     f.line = line;
-    f.pred = 0;
+    g_pred[g_current] = 0;
     yield_from(&f.sp);
 }
 
@@ -823,7 +823,7 @@ extern "C" int kata_syncthreads_op(int line, int op, int pred) {
     Fiber& f = g_fibers[g_current];
     state_of(f) = AT_BARRIER;
     f.line = line;
-    f.pred = pred;
+    g_pred[g_current] = pred != 0;
     yield_from(&f.sp);
     int count = g_barrier_result;
     if (op == 0) return count;
