@@ -14,6 +14,7 @@ It raises the bar, it is not a proof: code in the same process can in principle 
 from __future__ import annotations
 
 import builtins
+import itertools
 import operator
 import sys
 import time
@@ -135,7 +136,26 @@ class Guard:
                     cls_ns = vars(value)
                     self.watched.append(_Watched(f"{name}.{key}", cls_ns, list(cls_ns), True))
         self.module_ids = tuple(id(m) for _, m in self.modules)
+        # Every namespace at once, for the check after each test: a few C-level passes.
+        self._nss = [w.ns for w in self.watched for _ in w.keys]
+        self._keys = [k for w in self.watched for k in w.keys]
+        self._ids = tuple(i for w in self.watched for i in w.ids)
+        self._funcs = [f for w in self.watched for f in w.funcs]
+        self._codes = tuple(c for w in self.watched for c in w.codes)
+        self._wholes = [w.ns for w in self.watched if w.whole is not None]
+        self._whole_ids = tuple(i for w in self.watched for i in w.whole_ids)
         self.small = self._small(items)
+
+    def _all_same(self) -> bool:
+        try:
+            ids = tuple(map(id, map(operator.getitem, self._nss, self._keys)))
+        except KeyError:
+            return False
+        return (
+            ids == self._ids
+            and tuple(map(id, map(_CODE, self._funcs))) == self._codes
+            and tuple(map(id, itertools.chain.from_iterable(self._wholes))) == self._whole_ids
+        )
 
     def _small(self, items: list[pytest.Item]) -> dict[str, tuple[int, Any]]:
         """The hook implementations and the kata's test functions (few; compared each time)."""
@@ -159,7 +179,7 @@ class Guard:
         names = [n for n, _ in self.modules]
         if tuple(map(id, map(sys.modules.get, names))) != self.module_ids:
             changed += [f"sys.modules[{n}]" for n, m in self.modules if sys.modules.get(n) is not m]
-        suspects = [w for w in self.watched if not w.same()]  # the fast path: usually none
+        suspects = [] if self._all_same() else [w for w in self.watched if not w.same()]
         for w in suspects:
             then: dict[str, tuple[int, Any]] = {}
             now: dict[str, tuple[int, Any]] = {}
