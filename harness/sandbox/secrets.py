@@ -208,6 +208,10 @@ def _hidden_state(config: Any) -> Any:
 
 def forget(config: Any, kata_dir: Path) -> None:
     """In a fresh child: wipe the key and the hidden tests this child will not need."""
+    # A not-dumpable parent's children inherit it, and a non-root process may not then open its
+    # own /proc/self/mem for the scrub below; once it is done nothing secret is left here.
+    if sys.platform == "linux":
+        _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     wipe_environment()
     state = _hidden_state(config)
     source = getattr(state, "source", None)
