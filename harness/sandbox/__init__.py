@@ -77,8 +77,19 @@ class Sandbox:
             wall_s=wall,
             memory_mb=int(m.memory_limit_mb),
             cpu_s=max(2.0, 2 * wall) if wall else 24 * 3600.0,
-            address_space=not self.config.option.kata_sanitize,
+            # RLIMIT_AS is off where it would break the run, not only slow it: ASan reserves
+            # terabytes of shadow, and the CUDA driver reserves a unified address range of the
+            # GPU's size at cuInit. The memory cgroup (where writable) still bounds real use.
+            address_space=not self.config.option.kata_sanitize and not self._uses_gpu(m),
         )
+
+    def _uses_gpu(self, manifest: Any) -> bool:
+        from ..plugin import STATE
+
+        state = self.config.stash.get(STATE, None)
+        if state is None or not state.caps.has_tier("gpu"):
+            return False
+        return manifest.tier == "gpu" or any(t.tier == "gpu" for t in manifest.tasks)
 
     def _nodeids(self, session: pytest.Session, kata_dir: Any) -> set[str]:
         if kata_dir not in self._kata_nodeids:
