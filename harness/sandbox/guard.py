@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 # Modules whose every attribute counts; plus the classes defined in them.
-_PREFIXES = ("_pytest", "pytest", "pluggy", "harness", "xdist", "execnet")
+# (Not xdist/execnet: the child reports through the harness's own pipe, never through them.)
+_PREFIXES = ("_pytest", "pytest", "pluggy", "harness")
 _ALSO = ("builtins", "time", "os", "json", "math", "operator", "functools", "signal", "resource")
 # Module attributes that legitimately change while a test runs.
 _VOLATILE = {
@@ -53,6 +54,11 @@ def _trusted(name: str) -> bool:
 
 
 _CODE = operator.attrgetter("__code__")
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: setattr on the class raises TypeError
+
+
+def _mutable(cls: type) -> bool:
+    return not cls.__flags__ & _IMMUTABLE_TYPE
 
 
 class _Watched:
@@ -132,33 +138,43 @@ class Guard:
             self.watched.append(_Watched(name, ns, keys, whole=name == "builtins"))
             for key in keys:
                 value = ns[key]
-                if isinstance(value, type) and value.__module__ == name:
+                # Static types (int, the C parts of os) cannot be patched: nothing to watch.
+                if isinstance(value, type) and value.__module__ == name and _mutable(value):
                     cls_ns = vars(value)
-                    self.watched.append(_Watched(f"{name}.{key}", cls_ns, list(cls_ns), True))
+                    # Methods, properties, slots: what runs. Docstrings and constants do not;
+                    # a new name (a shadowing method) is caught by the whole-namespace check.
+                    code = [
+                        k for k, v in cls_ns.items() if callable(v) or hasattr(type(v), "__get__")
+                    ]
+                    self.watched.append(_Watched(f"{name}.{key}", cls_ns, code, True))
         self.module_ids = tuple(id(m) for _, m in self.modules)
         # Every namespace at once, for the check after each test: a few C-level passes.
+        # Compared with operator.is_ against the held objects: identity, in C, no allocation of
+        # an id per entry, and never a (possibly learner-defined) __eq__.
         self._nss = [w.ns for w in self.watched for _ in w.keys]
         self._keys = [k for w in self.watched for k in w.keys]
-        self._ids = tuple(i for w in self.watched for i in w.ids)
+        self._values = [v for w in self.watched for v in w.values]
         self._funcs = [f for w in self.watched for f in w.funcs]
-        self._codes = tuple(c for w in self.watched for c in w.codes)
+        self._codes = [w.saved[id(f)] for w in self.watched for f in w.funcs]
         self._wholes = [w.ns for w in self.watched if w.whole is not None]
-        self._whole_ids = tuple(i for w in self.watched for i in w.whole_ids)
+        self._whole_keys = [k for w in self.watched if w.whole is not None for k in w.whole]
         self.small = self._small(items)
+        self._hook_sig = self._hooks()
+        self._item_refs = self._refs(items)
 
     def _all_same(self) -> bool:
+        is_ = operator.is_
         try:
-            ids = tuple(map(id, map(operator.getitem, self._nss, self._keys)))
+            if not all(map(is_, map(operator.getitem, self._nss, self._keys), self._values)):
+                return False
         except KeyError:
             return False
-        return (
-            ids == self._ids
-            and tuple(map(id, map(_CODE, self._funcs))) == self._codes
-            and tuple(map(id, itertools.chain.from_iterable(self._wholes))) == self._whole_ids
-        )
+        if not all(map(is_, map(_CODE, self._funcs), self._codes)):
+            return False
+        now = list(itertools.chain.from_iterable(self._wholes))  # a new name shows as a shift
+        return len(now) == len(self._whole_keys) and all(map(is_, now, self._whole_keys))
 
-    def _small(self, items: list[pytest.Item]) -> dict[str, tuple[int, Any]]:
-        """The hook implementations and the kata's test functions (few; compared each time)."""
+    def _hooks(self) -> dict[str, tuple[int, Any]]:
         out: dict[str, tuple[int, Any]] = {}
         hook = self.config.pluginmanager.hook
         for name in _HOOKS:
@@ -166,6 +182,20 @@ class Guard:
             if caller is not None:
                 impls = tuple((i.plugin_name, id(i.function)) for i in caller.get_hookimpls())
                 out[f"hook {name}"] = (hash(impls), None)
+        return out
+
+    @staticmethod
+    def _refs(items: list[pytest.Item]) -> list[Any]:
+        """The kata tests' functions, code objects and runtest overrides, for an identity check."""
+        out: list[Any] = []
+        for item in items:
+            obj = getattr(item, "obj", None)
+            out += (obj, getattr(obj, "__code__", None), vars(item).get("runtest"))
+        return out
+
+    def _small(self, items: list[pytest.Item]) -> dict[str, tuple[int, Any]]:
+        """The hook implementations and the kata's test functions, labelled for the report."""
+        out = self._hooks()
         for item in items:
             obj = getattr(item, "obj", None)
             code = getattr(obj, "__code__", None)
@@ -174,8 +204,15 @@ class Guard:
         return out
 
     def changes(self, items: list[pytest.Item]) -> list[str]:
-        small = self._small(items)
-        changed = [k for k, v in self.small.items() if small.get(k, (None, None)) != v]
+        changed: list[str] = []
+        refs = self._refs(items)
+        if (
+            self._hooks() != self._hook_sig
+            or len(refs) != len(self._item_refs)
+            or not all(map(operator.is_, refs, self._item_refs))
+        ):  # something differs: name it
+            small = self._small(items)
+            changed += [k for k, v in self.small.items() if small.get(k, (None, None)) != v]
         names = [n for n, _ in self.modules]
         if tuple(map(id, map(sys.modules.get, names))) != self.module_ids:
             changed += [f"sys.modules[{n}]" for n, m in self.modules if sys.modules.get(n) is not m]
