@@ -19,11 +19,11 @@ import harness.cuda as hc
 import harness.cuda.bindings  # noqa: F401 - imported before any test: harness.sandbox's guard
 import harness.cuda.cpu.backend
 import harness.cuda.cpu.trace
-import harness.cuda.gpu  # noqa: F401 - imported before any test: harness.sandbox's guard
+import harness.cuda.gpu  # imported before any test: harness.sandbox's guard
 from harness.cuda import sanitizer
 from harness.cuda.args import In, InOut, Out
 
-__all__ = ["CudaSession", "cuda"]
+__all__ = ["CudaSession", "cuda", "cuda_gpu"]
 
 _MODULES: dict[tuple[Any, ...], Any] = {}  # one build/load per source and options per process
 
@@ -190,3 +190,15 @@ def cuda(request: pytest.FixtureRequest) -> CudaSession:
         limit = getattr(ctx.manifest, "time_limit", 0) or 0
         timeout = max(1.0, min(timeout, 0.8 * limit)) if limit else timeout
     return CudaSession(backend, resolve, [request.path.parent], timeout)
+
+
+@pytest.fixture(scope="module")
+def cuda_gpu(cuda: CudaSession) -> CudaSession:
+    """The `cuda` fixture for gpu-tier tests: skips, saying why, unless it runs on a real GPU."""
+    if cuda.backend != "gpu":
+        pytest.skip("the cuda fixture is on the cpu backend here (--kata-cuda-backend=cpu)")
+    if harness.cuda.gpu.available_driver() is None:
+        pytest.skip(
+            "the gpu backend needs CuPy (pip install cupy-cuda12x), cuda-bindings or pycuda"
+        )
+    return cuda

@@ -96,3 +96,21 @@ def test_without_pycuda_or_cupy_the_gpu_backend_says_what_to_install(monkeypatch
     monkeypatch.setattr(gpu, "_drivers", {})
     with pytest.raises(hc.CudaError, match=r"needs pycuda .*--kata-cuda-backend=cpu"):
         hc.SourceModule("__global__ void k() {}", backend="gpu")
+
+
+def test_cuda_gpu_fixture_skips_saying_why(pytester: pytest.Pytester) -> None:
+    # gpu-tier kata tests take `cuda_gpu`: on the cpu backend, or with no driver library, they
+    # skip with the reason instead of failing in a launch.
+    pytester.makepyfile(
+        test_on_gpu="""
+        def test_launch(cuda_gpu):
+            assert cuda_gpu.backend == "gpu"
+        """
+    )
+    on_cpu = pytester.runpytest("-p", "no:cacheprovider", "--kata-cuda-backend=cpu", "-rs")
+    on_cpu.assert_outcomes(skipped=1)
+    on_cpu.stdout.fnmatch_lines(["*the cuda fixture is on the cpu backend here*"])
+    if gpu.available_driver() is None:
+        no_driver = pytester.runpytest("-p", "no:cacheprovider", "--kata-cuda-backend=gpu", "-rs")
+        no_driver.assert_outcomes(skipped=1)
+        no_driver.stdout.fnmatch_lines(["*the gpu backend needs CuPy*"])

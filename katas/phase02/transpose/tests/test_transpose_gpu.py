@@ -32,17 +32,9 @@ __global__ void copy_tiles(const float* in, float* out, int rows, int cols) {
 
 
 @pytest.fixture(scope="module")
-def gpu(cuda):
-    """The `cuda` fixture, checked to be on the gpu backend."""
-    if cuda.backend != "gpu":
-        pytest.skip("the cuda fixture is on the cpu backend here (--kata-cuda-backend=cpu)")
-    from harness.cuda.gpu import available_driver
-
-    if available_driver() is None:
-        pytest.skip(
-            "the gpu backend needs CuPy (pip install cupy-cuda12x), cuda-bindings or pycuda"
-        )
-    return cuda
+def gpu(cuda_gpu):
+    """The `cuda` fixture on a real GPU (harness.cuda.fixtures.cuda_gpu skips otherwise)."""
+    return cuda_gpu
 
 
 def dims(rows: int, cols: int) -> dict:

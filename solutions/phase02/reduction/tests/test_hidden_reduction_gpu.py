@@ -9,16 +9,9 @@ from harness import KataTodo
 
 
 @pytest.fixture(scope="module")
-def gpu(cuda):
-    if cuda.backend != "gpu":
-        pytest.skip("the cuda fixture is on the cpu backend here (--kata-cuda-backend=cpu)")
-    from harness.cuda.gpu import available_driver
-
-    if available_driver() is None:
-        pytest.skip(
-            "the gpu backend needs CuPy (pip install cupy-cuda12x), cuda-bindings or pycuda"
-        )
-    return cuda
+def gpu(cuda_gpu):
+    """The `cuda` fixture on a real GPU (harness.cuda.fixtures.cuda_gpu skips otherwise)."""
+    return cuda_gpu
 
 
 def test_gpu_shuffle_after_a_bigger_launch(gpu):
