@@ -494,6 +494,14 @@ class ResultCollector:
         if record is not None:
             self.builder.add(record)
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.builder.set_order([item.nodeid for item in session.items])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Under xdist the controller collects nothing: each worker sends its ids in file order.
+        self.builder.set_order(list(ids))
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             text = str(report.longrepr).strip()

@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ class TestRecord:
     line: int | None = None
     source: str = ""  # failing source lines (public tests only)
     output: str = ""  # captured stdout/stderr of a failing public test, capped
+    seq: int = -1  # position in pytest's collection order (test-file order); -1: unknown
 
     @property
     def ok(self) -> bool:
@@ -62,26 +64,29 @@ class TaskResult:
     tests: list[TestRecord] = field(default_factory=list)
 
     @property
-    def shares(self) -> list[float]:
-        """Each test's share of the task's points, by weight, in hundredths.
+    def unit(self) -> float:
+        """The granularity of this task's per-test points: 1/4, or 1/2^k for the smallest k
+        (at most 20) that gives every weighted test a non-zero share. Dyadic fractions add up exactly
+        in IEEE doubles in any order, so the graders' own sums (JavaScript in GitHub's reporter,
+        Gradescope's max_score) equal the terminal total."""
+        return 1.0 / _denominator(self.points, [t.weight for t in self.tests])
 
-        Rounded on the running total, so the shares add up to `points` exactly and a report that
-        lists per-test points sums to the same total as the terminal summary.
+    @property
+    def shares(self) -> list[float]:
+        """Each test's share of the task's points, by weight, in multiples of :attr:`unit`.
+
+        Rounded on the running total, so the shares add up to `points` exactly.
         """
-        total = sum(t.weight for t in self.tests)
-        if not total:
-            return [0.0] * len(self.tests)
-        out, running, edge = [], 0.0, 0
-        for t in self.tests:
-            running += t.weight
-            nxt = round(self.points * 100 * running / total)
-            out.append((nxt - edge) / 100)
-            edge = nxt
-        return out
+        return _split(self.points, [t.weight for t in self.tests])
+
+    @property
+    def scores(self) -> list[float]:
+        """Each test's earned points (its share when it passed): what every report lists."""
+        return [s if t.ok else 0.0 for s, t in zip(self.shares, self.tests, strict=True)]
 
     @property
     def earned(self) -> float:
-        return round(sum(s for s, t in zip(self.shares, self.tests, strict=True) if t.ok), 2)
+        return sum(self.scores)  # exact: the scores are dyadic
 
     @property
     def status(self) -> str:
@@ -116,7 +121,7 @@ class KataResult:
 
     @property
     def earned(self) -> float:
-        return round(sum(t.earned for t in self.tasks), 2)
+        return sum(t.earned for t in self.tasks)
 
     @property
     def next_task(self) -> TaskResult | None:
@@ -149,7 +154,7 @@ class RunResult:
 
     @property
     def earned(self) -> float:
-        return round(sum(k.earned for k in self.katas), 2)
+        return sum(k.earned for k in self.katas)
 
     @property
     def status(self) -> str:
@@ -234,6 +239,12 @@ class ResultBuilder:
         self.katas: dict[Path, Manifest] = {}
         self.kata_errors: dict[Path, list[str]] = {}
         self.errors: list[str] = []
+        self.order: dict[str, int] = {}  # node id -> position in collection order
+
+    def set_order(self, nodeids: list[str]) -> None:
+        """Record the collection order (test-file order); ids seen before keep their place."""
+        for nodeid in nodeids:
+            self.order.setdefault(nodeid, len(self.order))
 
     def manifest_for(self, file_part: str) -> Manifest | None:
         kata_dir = kata_of_file((self.root / file_part).resolve())
@@ -288,7 +299,9 @@ class ResultBuilder:
 
     def build(self, exit_status: int | None = None) -> RunResult:
         by_kata: dict[str, list[TestRecord]] = {}
+        unknown = len(self.order)  # tests that were never in a collection list go last
         for r in self.records.values():
+            r.seq = self.order.get(r.nodeid, unknown)
             by_kata.setdefault(r.kata, []).append(r)
         katas = []
         for kata_dir, m in sorted(self.katas.items(), key=lambda kv: (kv[1].phase, kv[1].id)):
@@ -296,7 +309,9 @@ class ResultBuilder:
             errors = list(self.kata_errors.get(kata_dir, []))
             tasks = []
             for t in m.tasks:
-                tests = sorted((r for r in records if r.task == t.id), key=lambda r: r.nodeid)
+                tests = sorted(
+                    (r for r in records if r.task == t.id), key=lambda r: (r.seq, r.nodeid)
+                )
                 tasks.append(TaskResult(t.id, t.title, t.points, list(t.hints), tests))
             for r in records:
                 if r.task is None:
@@ -315,6 +330,40 @@ class ResultBuilder:
             self.errors,
             exit_status,
         )
+
+
+_MAX_DENOMINATOR = 1 << 20  # sums of such shares stay exact below 2**32 points
+
+
+def _split_in(points: int, weights: list[float], denominator: int) -> list[int]:
+    """Shares of `points` in units of 1/denominator, rounded on the running total."""
+    running = list(accumulate(weights))  # plain left-to-right sums: the last one is the total
+    total, units = running[-1], points * denominator
+    out, edge = [], 0
+    for i, r in enumerate(running):
+        nxt = units if i == len(running) - 1 else round(units * r / total)
+        out.append(nxt - edge)
+        edge = nxt
+    return out
+
+
+def _denominator(points: int, weights: list[float]) -> int:
+    if not sum(weights):
+        return 1
+    d = 4  # quarter points at most: displays keep two decimals unless a test needs finer
+    while d < _MAX_DENOMINATOR:
+        units = _split_in(points, weights, d)
+        if all(u > 0 for u, w in zip(units, weights, strict=True) if w > 0):
+            break
+        d *= 2
+    return d
+
+
+def _split(points: int, weights: list[float]) -> list[float]:
+    if not sum(weights):
+        return [0.0] * len(weights)
+    d = _denominator(points, weights)
+    return [u / d for u in _split_in(points, weights, d)]
 
 
 def _rank(outcome: str) -> int:

@@ -29,8 +29,9 @@ _MARK = {
 
 
 def fmt_points(x: float) -> str:
-    # Hundredths, as the model keeps them: the graders' files show the same number.
-    return str(int(x)) if float(x).is_integer() else f"{x:.2f}".rstrip("0")
+    # The exact value (per-test points are dyadic, so sums are exact): "7.25", never rounded, so
+    # the graders' own sums (JavaScript's String(x) prints the same shortest form) match it.
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def task_detail(task: TaskResult) -> str:

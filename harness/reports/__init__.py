@@ -12,7 +12,7 @@ gradescope    ``/autograder/results/results.json``                   :mod:`.grad
 prairielearn  ``/grade/results/results.json``                        :mod:`.prairielearn`
 exercism      ``results.json``, test-runner interface version 3      :mod:`.exercism`
 github        ``<ID>_RESULTS=base64`` lines, one per kata (append)   :mod:`.github`
-junit         JUnit XML in the shape of pytest's ``--junitxml``      :mod:`.junit`
+junit         JUnit XML like pytest's ``--junitxml`` (xunit2/xunit1)  :mod:`.junit`
 ============  =====================================================  ==========================
 
 The model is the only input, so every format agrees with the terminal summary by construction;
@@ -49,6 +49,7 @@ class ReportOptions:
     results_dir: Path
     hidden_visibility: str = "after_published"  # Gradescope visibility of hidden tests
     step_summary: bool = True  # append the markdown summary to $GITHUB_STEP_SUMMARY when set
+    junit_family: str = "xunit2"  # JUnit shape: xunit2 (schema-valid) or xunit1 (per-test props)
 
     @property
     def artifacts_dir(self) -> Path:
@@ -150,6 +151,13 @@ def add_report_options(group: Any) -> None:
         "students see them once grades are published)",
     )
     group.addoption(
+        "--kata-junit-family",
+        choices=("xunit2", "xunit1"),
+        default=os.environ.get("KATA_JUNIT_FAMILY", "xunit2"),
+        help="shape of the junit report: xunit2 (default; valid against the xunit2 schema) or "
+        "xunit1 (adds per-test <properties>: kata, task, points, score)",
+    )
+    group.addoption(
         "--kata-no-step-summary",
         action="store_true",
         help="do not append the markdown summary to $GITHUB_STEP_SUMMARY",
@@ -163,6 +171,7 @@ def report_options(config: Any, results_dir: Path) -> ReportOptions:
         results_dir=Path(results_dir),
         hidden_visibility=config.option.kata_hidden_visibility,
         step_summary=not config.option.kata_no_step_summary,
+        junit_family=config.option.kata_junit_family,
     )
 
 

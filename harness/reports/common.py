@@ -8,8 +8,10 @@ row holding its points, so every format's test points add up to the terminal tot
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ..results import (
@@ -26,7 +28,17 @@ from ..results import (
 )
 from ..terminal import fmt_points
 
-__all__ = ["NOT_RUN", "Row", "cap", "error_summary", "errors", "fmt_points", "kata_rows", "rows"]
+__all__ = [
+    "NOT_RUN",
+    "Row",
+    "cap",
+    "error_summary",
+    "errors",
+    "fmt_points",
+    "kata_rows",
+    "rows",
+    "test_code",
+]
 
 NOT_RUN = "not_run"  # the outcome of a placeholder row
 
@@ -38,6 +50,7 @@ class Row:
     record: TestRecord | None  # None: the task's placeholder row (none of its tests ran)
     max_points: float
     number: str  # "kata.task.test", 1-based, for graders that order by it
+    score: float = 0.0  # earned points (TaskResult.scores): dyadic, so sums are exact
 
     @property
     def outcome(self) -> str:
@@ -46,10 +59,6 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.outcome == PASSED
-
-    @property
-    def score(self) -> float:
-        return self.max_points if self.ok else 0.0
 
     @property
     def hidden(self) -> bool:
@@ -124,8 +133,9 @@ def rows(result: RunResult) -> Iterator[Row]:
             if not task.tests:
                 yield Row(kata, task, None, float(task.points), f"{ki}.{ti}.1")
                 continue
-            for i, (record, share) in enumerate(zip(task.tests, task.shares, strict=True), 1):
-                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}")
+            scored = zip(task.tests, task.shares, task.scores, strict=True)
+            for i, (record, share, score) in enumerate(scored, 1):
+                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}", score)
 
 
 def kata_rows(result: RunResult, kata: KataResult) -> list[Row]:
@@ -161,3 +171,55 @@ def rel_path(path: Path, root: Path) -> str:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
+
+
+def test_code(row: Row, root: Path) -> str:
+    """The source of a public test's function (decorators included), read from its file under
+    `root`; the failing lines when the file is not on disk (a bundle's tests); never a hidden
+    test's source."""
+    if row.record is None or row.hidden:
+        return ""
+    file_part, _, rest = row.record.nodeid.partition("::")
+    path = root / file_part
+    parts = rest.split("::")
+    parts[-1] = parts[-1].split("[", 1)[0]
+    return _function_source(path, tuple(parts)) or row.record.source
+
+
+@lru_cache(maxsize=256)
+def _parsed(path: Path) -> tuple[str, ast.Module] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, ast.parse(text)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+
+def _function_source(path: Path, names: tuple[str, ...]) -> str:
+    """`Class::test_x` or `test_x` in the module at `path`, as written there."""
+    parsed = _parsed(path)
+    if parsed is None:
+        return ""
+    text, node = parsed
+    body: list[ast.stmt] = node.body
+    found: ast.stmt | None = None
+    for name in names:
+        found = next(
+            (
+                n
+                for n in body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and n.name == name
+            ),
+            None,
+        )
+        if found is None:
+            return ""
+        body = getattr(found, "body", [])
+    if not isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef):
+        return ""
+    lines = text.splitlines()
+    first = min([found.lineno, *(d.lineno for d in found.decorator_list)])
+    chunk = lines[first - 1 : found.end_lineno]
+    indent = min((len(x) - len(x.lstrip()) for x in chunk if x.strip()), default=0)
+    return "\n".join(x[indent:] for x in chunk)

@@ -6,7 +6,9 @@ input, the environment variable ``<ID>_RESULTS`` (id upper-cased): base64 of JSO
 line_no, duration}]}``. This writer *appends* ``KEY=VALUE`` lines to PATH, so the path can be
 ``$GITHUB_ENV`` (later steps see the variables) or ``$GITHUB_OUTPUT``:
 
-- ``<KATA>_RESULTS=<base64>`` for each kata (ids with ``-`` use ``_``: ``my-kata`` -> ``MY_KATA``),
+- ``<ID>_RESULTS=<base64>`` for each kata: the runner id is the kata id's letters and digits
+  (``memory-hierarchy`` -> ``memoryhierarchy``, read from ``MEMORYHIERARCHY_RESULTS``), because
+  the reporter accepts ids matching ``^[a-zA-Z0-9]+$`` only; a clash gets a number appended,
 - ``KATA_RUNNERS=<id>,<id>`` — the value for the reporter's ``runners:`` input,
 - ``HARNESS_RESULTS`` (runner ``harness``) when the run had errors outside any kata.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +32,20 @@ from .common import cap, kata_rows
 _MESSAGE_LIMIT = 1000  # environment variables are capped at 128 KiB each on Linux
 
 
-def runner_id(kata_id: str) -> str:
-    return kata_id.replace("-", "_").lower()
+def runner_id(kata_id: str, taken: Collection[str] = ()) -> str:
+    """The kata id's letters and digits, lower-cased; a number is appended while it is taken."""
+    base = "".join(c for c in kata_id.lower() if c.isascii() and c.isalnum()) or "kata"
+    rid, n = base, 1
+    while rid in taken:
+        n += 1
+        rid = f"{base}{n}"
+    return rid
 
 
 def payloads(result: RunResult) -> dict[str, dict[str, Any]]:
     """Runner id -> the reporter's JSON for that runner."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
+    taken = {"harness"}  # the run-level error runner below
     for kata in result.katas:
         tests = []
         for row in kata_rows(result, kata):
@@ -53,7 +63,9 @@ def payloads(result: RunResult) -> dict[str, dict[str, Any]]:
                 }
             )
         status = "error" if kata.errors else "pass" if kata.status == "passed" else "fail"
-        out[runner_id(kata.id)] = {
+        rid = runner_id(kata.id, taken)
+        taken.add(rid)
+        out[rid] = {
             "version": 1,
             "status": status,
             "max_score": kata.points,

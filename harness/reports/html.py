@@ -208,7 +208,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         p["p"] += kata.points
     for p in phases.values():
         p["earned"], p["points"], p["pct"] = (
-            fmt_points(round(p["e"], 2)),
+            fmt_points(p["e"]),
             p["p"],
             _pct(p["e"], p["p"]),
         )
