@@ -64,6 +64,7 @@ class KataItemInfo:
     task: Task | None
     hidden: bool
     skip_reason: str = ""  # a tier/capability is missing
+    missing: str = ""  # ... which one (grade mode: the grader's fault, see harness.grading)
     fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
 
 
@@ -121,9 +122,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "junit; may be given several times",
     )
     g.addoption("--kata-results-dir", default=None, help="where results are kept (default .kata/)")
+    from .grading import add_options
     from .reports import add_report_options
 
     add_report_options(g)
+    add_options(g)
     g.addoption("--kata-no-timeout", action="store_true", help="disable per-test time limits")
     g.addoption(
         "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
@@ -259,6 +262,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for tier in tiers:
             if not state.caps.has_tier(tier):
                 info.skip_reason = f"needs the {tier} tier: {state.caps.why_not(tier)}"
+                info.missing = tier
                 if tier in required:
                     info.fail_reason = f"--kata-require-tier={tier}: {info.skip_reason}"
                 break
@@ -266,6 +270,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for cap in caps:
                 if not state.caps.has(cap):
                     info.skip_reason = f"needs {cap}: {state.caps.why_not(cap)}"
+                    info.missing = cap
                     break
         if info.skip_reason and not info.fail_reason:
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
@@ -380,6 +385,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if report.skipped and info.skip_reason:
         props["tier_skip"] = True
         props["skip_reason"] = info.skip_reason
+        props["missing"] = info.missing
     elif report.failed and call.excinfo is not None:
         if _is_todo(call.excinfo):
             where = _todo_where(call.excinfo, info)
@@ -485,6 +491,7 @@ class ResultCollector:
             duration=round(report.duration, 4),
             skip_reason=props.get("skip_reason", "") or _skip_reason(report),
             tier_skip=bool(props.get("tier_skip")),
+            missing=props.get("missing", ""),
             metrics=props.get("metrics", {}),
             line=props.get("line"),
             source=props.get("source", ""),
@@ -516,6 +523,11 @@ class ResultCollector:
         from .reports import report_options, save_progress, write_reports
 
         result = self.state.result = self.builder.build(exit_status=int(exitstatus))
+        from .grading import active, apply, optional_names
+
+        if active(session.config):
+            if apply(result, optional_names(session.config)) and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED  # graded incompletely
         options = report_options(session.config, self.state.results_dir)
         try:  # reports first: they are what graders read, and they must never be lost
             self.state.written += write_reports(

@@ -49,6 +49,7 @@ class TestRecord:
     source: str = ""  # failing source lines (public tests only)
     output: str = ""  # captured stdout/stderr of a failing public test, capped
     seq: int = -1  # position in pytest's collection order (test-file order); -1: unknown
+    missing: str = ""  # the tier or capability this machine lacks, when that skipped the test
 
     @property
     def ok(self) -> bool:
@@ -62,6 +63,12 @@ class TaskResult:
     points: int
     hints: list[str]
     tests: list[TestRecord] = field(default_factory=list)
+    excused: str = ""  # why this grader leaves the task out of the possible points (grade mode)
+
+    @property
+    def possible(self) -> int:
+        """The points this run can award: none for an excused task."""
+        return 0 if self.excused else self.points
 
     @property
     def unit(self) -> float:
@@ -69,7 +76,7 @@ class TaskResult:
         (at most 20) that gives every weighted test a non-zero share. Dyadic fractions add up exactly
         in IEEE doubles in any order, so the graders' own sums (JavaScript in GitHub's reporter,
         Gradescope's max_score) equal the terminal total."""
-        return 1.0 / _denominator(self.points, [t.weight for t in self.tests])
+        return 1.0 / _denominator(self.possible, [t.weight for t in self.tests])
 
     @property
     def shares(self) -> list[float]:
@@ -77,7 +84,7 @@ class TaskResult:
 
         Rounded on the running total, so the shares add up to `points` exactly.
         """
-        return _split(self.points, [t.weight for t in self.tests])
+        return _split(self.possible, [t.weight for t in self.tests])
 
     @property
     def scores(self) -> list[float]:
@@ -90,6 +97,8 @@ class TaskResult:
 
     @property
     def status(self) -> str:
+        if self.excused:
+            return TASK_SKIPPED
         if not self.tests:
             return TASK_NOT_RUN
         outcomes = {t.outcome for t in self.tests}
@@ -103,7 +112,8 @@ class TaskResult:
 
     @property
     def skip_reasons(self) -> list[str]:
-        return sorted({t.skip_reason for t in self.tests if t.outcome == SKIPPED and t.skip_reason})
+        reasons = {t.skip_reason for t in self.tests if t.outcome == SKIPPED and t.skip_reason}
+        return [self.excused] * bool(self.excused) + sorted(reasons)
 
 
 @dataclass
@@ -117,7 +127,7 @@ class KataResult:
 
     @property
     def points(self) -> int:
-        return sum(t.points for t in self.tasks)
+        return sum(t.possible for t in self.tasks)
 
     @property
     def earned(self) -> float:
@@ -135,7 +145,8 @@ class KataResult:
     def status(self) -> str:
         if self.errors:
             return ERROR
-        return PASSED if all(t.status == TASK_PASSED for t in self.tasks) else FAILED
+        graded = [t for t in self.tasks if not t.excused]
+        return PASSED if all(t.status == TASK_PASSED for t in graded) else FAILED
 
 
 @dataclass
@@ -147,6 +158,7 @@ class RunResult:
     duration: float = 0.0
     errors: list[str] = field(default_factory=list)  # run-level errors (outside any kata)
     exit_status: int | None = None
+    notes: list[str] = field(default_factory=list)  # what the reports must say (excused tasks)
 
     @property
     def points(self) -> int:
@@ -190,6 +202,7 @@ class RunResult:
                     t["points"],
                     list(t["hints"]),
                     [TestRecord(**r) for r in t["tests"]],
+                    t.get("excused", ""),
                 )
                 for t in kd["tasks"]
             ]
@@ -204,6 +217,7 @@ class RunResult:
             d.get("duration", 0.0),
             d.get("errors", []),
             d.get("exit_status"),
+            list(d.get("notes", [])),
         )
 
     def save(self, path: Path) -> None:
@@ -348,8 +362,8 @@ def _split_in(points: int, weights: list[float], denominator: int) -> list[int]:
 
 
 def _denominator(points: int, weights: list[float]) -> int:
-    if not sum(weights):
-        return 1
+    if not sum(weights) or not points:
+        return 4
     d = 4  # quarter points at most: displays keep two decimals unless a test needs finer
     while d < _MAX_DENOMINATOR:
         units = _split_in(points, weights, d)
@@ -360,7 +374,7 @@ def _denominator(points: int, weights: list[float]) -> int:
 
 
 def _split(points: int, weights: list[float]) -> list[float]:
-    if not sum(weights):
+    if not sum(weights) or not points:
         return [0.0] * len(weights)
     d = _denominator(points, weights)
     return [u / d for u in _split_in(points, weights, d)]

@@ -74,6 +74,8 @@ def render_summary(tr: Any, result: RunResult, written: list[str]) -> None:
             tr.write_line(text, **markup)
     for err in result.errors:
         tr.write_line(f"! {err.splitlines()[0][:300]}", red=True)
+    for note in result.notes:
+        tr.write_line(f"note: {note}", yellow=True)
     total = f"total: {fmt_points(result.earned)}/{result.points} points"
     tr.write_line(total, bold=True, green=result.earned == result.points and result.points > 0)
     for path in written:

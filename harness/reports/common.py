@@ -36,6 +36,7 @@ __all__ = [
     "errors",
     "fmt_points",
     "kata_rows",
+    "notes_text",
     "rows",
     "test_code",
 ]
@@ -131,7 +132,7 @@ def rows(result: RunResult) -> Iterator[Row]:
     for ki, kata in enumerate(result.katas, 1):
         for ti, task in enumerate(kata.tasks, 1):
             if not task.tests:
-                yield Row(kata, task, None, float(task.points), f"{ki}.{ti}.1")
+                yield Row(kata, task, None, float(task.possible), f"{ki}.{ti}.1")
                 continue
             scored = zip(task.tests, task.shares, task.scores, strict=True)
             for i, (record, share, score) in enumerate(scored, 1):
@@ -148,6 +149,11 @@ def errors(result: RunResult) -> list[str]:
     for kata in result.katas:
         out += [f"{kata.id}: {e}" for e in kata.errors]
     return out
+
+
+def notes_text(result: RunResult) -> str:
+    """What the run notes for the reader (tasks this grader left out), one line each."""
+    return "\n".join(f"Note: {n}" for n in result.notes)
 
 
 def error_summary(result: RunResult, limit: int = 2000) -> str:

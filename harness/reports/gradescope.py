@@ -16,11 +16,26 @@ from typing import Any
 from ..results import RunResult
 from . import ReportOptions
 from .charts import budget
-from .common import error_summary, errors, fmt_points, rows
+from .common import error_summary, errors, fmt_points, notes_text, rows
 
 
 def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
-    tests = []
+    # Run errors (a grader that lacks a tool, a crash outside any test) head the test list too,
+    # worth nothing, so nobody reads the score without seeing them.
+    tests: list[dict[str, Any]] = [
+        {
+            "name": f"gpu-katas: grading error {i}"
+            if len(result.errors) > 1
+            else "gpu-katas: grading error",
+            "score": 0.0,
+            "max_score": 0.0,
+            "status": "failed",
+            "output": err,
+            "output_format": "text",
+            "visibility": "visible",
+        }
+        for i, err in enumerate(result.errors, 1)
+    ]
     leaderboard = []
     for row in rows(result):
         tests.append(
@@ -45,12 +60,17 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
     out: dict[str, Any] = {
         "score": result.earned,
         "execution_time": round(result.duration, 3),
-        "output": "\n\n".join(p for p in (head, error_summary(result)) if p),
+        "output": "\n\n".join(p for p in (head, error_summary(result), notes_text(result)) if p),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",  # the log holds hidden tests' names and timings
         "tests": tests,
-        "extra_data": {"status": status, "errors": errors(result), "impl": result.impl},
+        "extra_data": {
+            "status": status,
+            "errors": errors(result),
+            "notes": result.notes,
+            "impl": result.impl,
+        },
     }
     if leaderboard:
         out["leaderboard"] = [dict(e, order="asc") for e in leaderboard]

@@ -59,6 +59,8 @@ def render(result: RunResult) -> str:
                     out.append(f"  - 💡 Hint: {_cell(row.task.hints[0])}")
             first = row.message.strip().splitlines()[0] if row.message.strip() else ""
             out.append(f"  - `{_cell(row.test_name)}`: {_cell(first)[:300]}")
+    if result.notes:
+        out += ["", *(f"> {n}" for n in result.notes)]
     errs = error_summary(result)
     if errs:
         out += ["", "### Errors", "", "```text", errs.replace("```", "'''"), "```"]

@@ -16,7 +16,7 @@ from typing import Any
 from ..results import RunResult
 from . import ReportOptions
 from .charts import artefact_images, chart_images
-from .common import error_summary, fmt_points, rows
+from .common import error_summary, fmt_points, notes_text, rows
 
 
 def _images(images: list[Any]) -> list[dict[str, str]]:
@@ -50,7 +50,7 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         "gradable": gradable,
         "score": round(result.earned / result.points, 4) if result.points else 0.0,
         "message": f"error: {errs}" if errs else message,
-        "output": errs,
+        "output": "\n\n".join(p for p in (errs, notes_text(result)) if p),
         "images": all_images,
         "tests": tests,
     }

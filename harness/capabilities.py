@@ -1,0 +1,144 @@
+"""What a grader must install for the katas it grades, and what to tell an instructor whose
+grader lacks it. The one capability -> install map: the grader entry points
+(``harness/graders/install.sh``, used by Gradescope's ``setup.sh``, the PrairieLearn image and
+the GitHub workflow), ``.ci/run`` and the grade-mode check in the plugin all read it from here.
+
+    python -m harness.capabilities extras [ROOT] [--katas a,b]   # "cuda" (pip extras, comma-joined)
+    python -m harness.capabilities apt [ROOT] [--katas a,b]      # "g++ gcc" (Debian packages)
+    python -m harness.capabilities needs [ROOT] [--katas a,b]    # what each kata needs, for people
+
+What the katas need is read from their manifests (``[requires]`` and each task's ``tier`` and
+``capabilities``); the harness's own needs (Python, pip) are the entry points' business.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .manifest import Manifest, ManifestError, discover, load_manifest
+
+
+@dataclass(frozen=True)
+class Install:
+    """How a grader gets one tier or capability."""
+
+    extras: tuple[str, ...] = ()  # pip extras of this package
+    apt: tuple[str, ...] = ()  # Debian/Ubuntu packages
+    advice: str = ""  # the instructor's half-sentence: "install the [cuda] extra"
+
+
+_CUDA = Install(extras=("cuda",), advice="install the [cuda] extra (pip install -e '.[cuda]')")
+
+# Every tier and capability a manifest may name (harness.manifest.TIERS / CAPABILITIES).
+INSTALL: dict[str, Install] = {
+    "cpu": Install(),
+    "cc": Install(apt=("gcc",), advice="install gcc (apt-get install gcc)"),
+    "cxx": Install(apt=("g++",), advice="install g++ (apt-get install g++)"),
+    "nvcc": _CUDA,
+    "ptxas": _CUDA,
+    "cuobjdump": _CUDA,
+    "clang": Install(apt=("clang",), advice="install clang (apt-get install clang)"),
+    "valgrind": Install(apt=("valgrind",), advice="install valgrind (apt-get install valgrind)"),
+    "chromium": Install(apt=("chromium",), advice="install chromium (apt-get install chromium)"),
+    "namespaces": Install(
+        apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"
+    ),
+    "cgroups": Install(advice="run the grader as root with a writable cgroup file system"),
+    "netns": Install(apt=("iproute2",), advice="run the grader as root with iproute2 (`ip netns`)"),
+    "cluster-sim": Install(
+        apt=("iproute2", "util-linux"),
+        advice="run the grader as root on Linux with network namespaces",
+    ),
+    "gpu": Install(
+        extras=("gpu",),
+        advice="run the grader on a machine with an NVIDIA GPU and driver, or declare the gpu "
+        "tier optional for this grader (KATA_OPTIONAL=gpu)",
+    ),
+}
+
+# Tiers and capabilities no package provides (hardware, privileges): never installed by the
+# entry points; a grader without them declares them optional or runs where they exist.
+NOT_INSTALLABLE = frozenset({"gpu", "cgroups", "cluster-sim", "namespaces", "netns"})
+
+
+def install_for(name: str) -> Install:
+    return INSTALL.get(name, Install(advice=f"provide {name}"))
+
+
+def manifests(root: Path, katas: list[str] | None = None) -> list[Manifest]:
+    out = []
+    for kata_dir in discover(root):
+        try:
+            m = load_manifest(kata_dir)
+        except ManifestError:
+            continue  # graded as an error by the run itself
+        if not katas or m.id in katas:
+            out.append(m)
+    return out
+
+
+def needs(ms: list[Manifest]) -> dict[str, list[str]]:
+    """Tier or capability -> the kata ids that need it (kata-wide or for one of their tasks)."""
+    out: dict[str, list[str]] = {}
+    for m in ms:
+        names = {m.tier, *m.capabilities}
+        for t in m.tasks:
+            names |= {*(t.capabilities), *([t.tier] if t.tier else [])}
+        for name in sorted(names - {"cpu"}):
+            out.setdefault(name, []).append(m.id)
+    return out
+
+
+def plan(ms: list[Manifest], include_gpu: bool = False) -> tuple[list[str], list[str]]:
+    """(pip extras, apt packages) that give a grader what `ms` need; the gpu extra only when
+    asked (it needs a GPU and driver to be of any use)."""
+    extras: set[str] = set()
+    apt: set[str] = set()
+    for name in needs(ms):
+        if name in NOT_INSTALLABLE and not (include_gpu and name == "gpu"):
+            continue
+        inst = install_for(name)
+        extras.update(inst.extras)
+        apt.update(inst.apt)
+    return sorted(extras), sorted(apt)
+
+
+def missing_sentence(name: str, points_by_kata: dict[str, float], fmt=str) -> str:
+    """The instructor's sentence for a grader that lacks `name`: what to do, and what it cost.
+
+    "this grader has no nvcc: install the [cuda] extra (...); 50 points of vector-add were not
+    graded"
+    """
+    what = (
+        "the gpu tier" if name == "gpu" else f"the {name} tier" if name == "cluster-sim" else name
+    )
+    lost = " and ".join(f"{fmt(p)} points of {k}" for k, p in points_by_kata.items())
+    return f"this grader has no {what}: {install_for(name).advice}; {lost} were not graded"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m harness.capabilities", description=__doc__)
+    p.add_argument("what", choices=("extras", "apt", "needs"))
+    p.add_argument("root", nargs="?", default=".", help="the course repository (default: .)")
+    p.add_argument("--katas", default="", help="comma-separated kata ids (default: all)")
+    p.add_argument("--gpu", action="store_true", help="include the gpu extra (a GPU grader)")
+    a = p.parse_args(argv)
+    ms = manifests(Path(a.root), [k for k in a.katas.split(",") if k])
+    extras, apt = plan(ms, include_gpu=a.gpu)
+    if a.what == "extras":
+        print(",".join(extras))
+    elif a.what == "apt":
+        print(" ".join(apt))
+    else:
+        for name, katas in needs(ms).items():
+            print(
+                f"{name}: {', '.join(katas)} — {install_for(name).advice or 'nothing to install'}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
