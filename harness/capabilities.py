@@ -112,9 +112,7 @@ def missing_sentence(name: str, points_by_kata: dict[str, float], fmt=str) -> st
     "this grader has no nvcc: install the [cuda] extra (...); 50 points of vector-add were not
     graded"
     """
-    what = (
-        "the gpu tier" if name == "gpu" else f"the {name} tier" if name == "cluster-sim" else name
-    )
+    what = {"gpu": "GPU", "cluster-sim": "cluster-sim tier"}.get(name, name)
     lost = " and ".join(f"{fmt(p)} points of {k}" for k, p in points_by_kata.items())
     return f"this grader has no {what}: {install_for(name).advice}; {lost} were not graded"
 

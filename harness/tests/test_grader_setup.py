@@ -36,6 +36,7 @@ from harness.results import PASSED, SKIPPED, KataResult, RunResult, TaskResult
 from harness.results import TestRecord as Record
 from harness.toolchain import TOOLS, find_tool, search_dirs
 
+from .conftest import KataRepo
 from .test_reports import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +113,24 @@ def test_an_optional_tier_leaves_the_possible_points_and_says_so() -> None:
     )
     assert result.notes == ["gpu is optional on this grader: 10 points left out of the possible points (kata › t1, kata › test_2_1)"]  # fmt: skip
     assert result.katas[0].tasks[1].excused
+
+
+def test_a_graded_run_of_a_kata_with_a_gpu_task_on_a_cpu_grader(repo: KataRepo) -> None:
+    from harness.tiers import probe
+
+    if probe().has_tier("gpu"):
+        pytest.skip("this machine has a GPU: the demo's gpu task runs")
+    repo.add_demo()  # add 10, mul 5, gpu 5 (tier gpu)
+    plain = repo.pytester.runpytest_subprocess("katas", "--kata-impl=solution")
+    assert plain.ret == 0 and "this grader has no" not in plain.stdout.str(), "learners skip"
+    graded = repo.pytester.runpytest_subprocess("katas", "--kata-impl=solution", "--kata-grader")
+    assert graded.ret == 1
+    graded.stdout.fnmatch_lines(["! this grader has no GPU: run the grader on a machine with an NVIDIA GPU*; 5 points of demo were not graded", "total: 15/20 points"])  # fmt: skip
+    optional = repo.pytester.runpytest_subprocess(
+        "katas", "--kata-impl=solution", "--kata-grader", "--kata-optional=gpu"
+    )
+    assert optional.ret == 0
+    optional.stdout.fnmatch_lines(["note: gpu is optional on this grader: 5 points left out of the possible points (demo › gpu)", "total: 15/15 points"])  # fmt: skip
 
 
 def test_a_learner_skip_is_not_the_graders_fault() -> None:
