@@ -46,13 +46,25 @@ INCLUDE = HERE / "include"
 SCHEDULES = ("forward", "reverse", "random", "preempt")
 DEFAULT_TIMEOUT_S = 20.0
 _CXX_FLAGS = ("-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
-_TRACE_FLAGS = (
+# Traced builds call the runtime before every load and store (tracing, the "preempt" schedule).
+# GCC: ThreadSanitizer's instrumentation (__tsan_read4 ...), passed with -Wp so that it reaches
+# the compiler proper but the driver does not link libtsan: runtime.cpp defines the callbacks.
+# clang (where g++ is missing): sanitizer coverage's trace-loads/trace-stores.
+_TRACE_FLAGS_GCC = (
     "-O1",  # keep one load/store per source access: easier to read per line
+    "-fno-tree-vectorize",
+    "-Wp,-fsanitize=thread",
+    "-Wp,--param=tsan-instrument-func-entry-exit=0",
+    "-DKATA_TRACE_BUILD=1",
+)
+_TRACE_FLAGS_CLANG = (
+    "-O1",
     "-fno-vectorize",
     "-fno-slp-vectorize",
     "-fsanitize-coverage=edge,trace-loads,trace-stores",
     "-DKATA_TRACE_BUILD=1",
 )
+TRACED = "traced"  # the compiler key of traced builds (see traced_toolchain)
 _KINDS = {0: "signed integer", 1: "unsigned integer", 2: "floating point", 3: "pointer"}
 _KINDS.update({4: "struct", 5: "bool"})
 _MAX_PARAMS = 64
@@ -333,8 +345,16 @@ class CpuModule:
         stem = Path(self.name).stem or "kernel"
         path = _write_generated(glue, stem)
         flags = [*_CXX_FLAGS, *_split_options(self.options)]
-        if compiler == "clang":
-            flags += _TRACE_FLAGS
+        tool = compiler
+        if compiler == TRACED:
+            found = traced_toolchain()
+            if found is None:
+                raise CudaError(
+                    f"{self.name}: tracing and the preempt schedule need g++ or clang "
+                    "(apt-get install -y g++)"
+                )
+            tool, trace_flags = found
+            flags += trace_flags
         headers = [
             p
             for d in self.include_dirs
@@ -349,11 +369,11 @@ class CpuModule:
                 flags=flags,
                 include_dirs=[INCLUDE, *self.include_dirs],
                 headers=headers,
-                compiler=compiler,
+                compiler=tool,
             )
         except BuildError as e:
             raise CudaCompileError(
-                f"{self.name} does not compile (cpu backend, {compiler}):\n{e}",
+                f"{self.name} does not compile (cpu backend, {tool}):\n{e}",
                 log=e.log,
                 command=e.command,
             ) from None
@@ -545,7 +565,7 @@ class CpuFunction:
             L.seed = int(seed) & (2**64 - 1)
             preempt = schedule == "preempt"
             if preempt:
-                compiler = "clang"  # needs the traced build: a switch point at every access
+                compiler = TRACED  # a switch point at every access
             L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
             threads = self._threads_symbol(compiler)
             L.threads = ffi.NULL if threads is None else threads
@@ -733,11 +753,27 @@ def _race_error(
 
 
 @functools.cache
-def default_schedules() -> tuple[str, ...]:
-    """All schedules; "preempt" needs clang (its switch points are coverage callbacks)."""
+def traced_toolchain() -> tuple[str, tuple[str, ...]] | None:
+    """(tool, flags) of traced builds: GCC where it is (the same instrumentation on every such
+    machine, so traces and preempt schedules agree), else clang; None without either."""
+    import subprocess
+
     from harness.toolchain import find_tool
 
-    return SCHEDULES if find_tool("clang") else SCHEDULES[:3]
+    gxx = find_tool("g++")
+    if gxx is not None:
+        out = subprocess.run([str(gxx), "--version"], capture_output=True, text=True, check=False)
+        if "clang" not in out.stdout.lower():
+            return "g++", _TRACE_FLAGS_GCC
+    if find_tool("clang") is not None:
+        return "clang", _TRACE_FLAGS_CLANG
+    return None
+
+
+@functools.cache
+def default_schedules() -> tuple[str, ...]:
+    """All schedules; "preempt" needs a traced build (a switch point at every memory access)."""
+    return SCHEDULES if traced_toolchain() else SCHEDULES[:3]
 
 
 @functools.cache

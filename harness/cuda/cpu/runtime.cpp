@@ -916,6 +916,42 @@ KATA_TRACE_FN(store, 4, 1)
 KATA_TRACE_FN(store, 8, 1)
 KATA_TRACE_FN(store, 16, 1)
 
+// GCC's ThreadSanitizer instrumentation (traced builds with g++: -Wp,-fsanitize=thread): the same
+// callbacks under tsan's names. Atomics in kata_cuda.h are not instrumented (no_sanitize_thread).
+#define KATA_TSAN_FN(kind, n, store)                                          \
+    extern "C" void __tsan_##kind##n(void* p) {                               \
+        trace_access(__builtin_return_address(0), p, n, store);                \
+    }                                                                         \
+    extern "C" void __tsan_unaligned_##kind##n(void* p) {                     \
+        trace_access(__builtin_return_address(0), p, n, store);                \
+    }
+KATA_TSAN_FN(read, 1, 0)
+KATA_TSAN_FN(read, 2, 0)
+KATA_TSAN_FN(read, 4, 0)
+KATA_TSAN_FN(read, 8, 0)
+KATA_TSAN_FN(read, 16, 0)
+KATA_TSAN_FN(write, 1, 1)
+KATA_TSAN_FN(write, 2, 1)
+KATA_TSAN_FN(write, 4, 1)
+KATA_TSAN_FN(write, 8, 1)
+KATA_TSAN_FN(write, 16, 1)
+// Block copies of structs: one event of up to 16 bytes per 16 (sizes are 16-bit in kata_event).
+extern "C" void __tsan_read_range(void* p, size_t n) {
+    for (size_t o = 0; o < n; o += 16) {
+        trace_access(__builtin_return_address(0), (char*)p + o, n - o < 16 ? n - o : 16, 0);
+    }
+}
+extern "C" void __tsan_write_range(void* p, size_t n) {
+    for (size_t o = 0; o < n; o += 16) {
+        trace_access(__builtin_return_address(0), (char*)p + o, n - o < 16 ? n - o : 16, 1);
+    }
+}
+extern "C" void __tsan_init(void) {}
+extern "C" void __tsan_func_entry(void*) {}
+extern "C" void __tsan_func_exit(void) {}
+extern "C" void __tsan_vptr_update(void**, void*) {}
+extern "C" void __tsan_vptr_read(void**) {}
+
 // ------------------------------------------------------------------ host API (called by Python)
 extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, size_t* map_size,
                                 int* fd) {

@@ -1,7 +1,8 @@
 """Global-memory tracing on the cpu backend: 32-byte sectors per warp-level request, per line.
 
-The kernel is rebuilt with clang's `-fsanitize-coverage=edge,trace-loads,trace-stores`, which
-calls the runtime for every load and store with the instruction's address. The runtime keeps the
+The kernel is rebuilt as a traced build (g++'s tsan instrumentation, or clang's sanitizer
+coverage: backend.traced_toolchain), which calls the runtime for every load and store with the
+instruction's address. The runtime keeps the
 accesses that hit a kernel argument (global memory). Here they are grouped the way a GPU issues
 them: the n-th execution of one instruction by the lanes of one warp is one request; the sectors
 it touches are what the memory system fetches, the distinct bytes it asks for are what is useful.
@@ -17,7 +18,6 @@ from typing import Any
 
 from harness._lazy import lazy_module
 from harness.cuda.errors import CudaError
-from harness.toolchain import find_tool
 
 np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
@@ -213,10 +213,10 @@ def run_trace(
     timeout: float | None = None,
     capacity: int = DEFAULT_CAPACITY,
 ) -> Trace:
-    from harness.cuda.cpu.backend import normalise_dims, runtime
+    from harness.cuda.cpu.backend import TRACED, normalise_dims, runtime, traced_toolchain
 
-    if find_tool("clang") is None:
-        raise CudaError("tracing needs clang (apt-get install -y clang-14)")
+    if traced_toolchain() is None:
+        raise CudaError("tracing needs g++ or clang (apt-get install -y g++)")
     rt = runtime()
     nbytes = capacity * EVENT_SIZE
     buf = rt.lib.kata_shared_alloc(nbytes)
@@ -231,7 +231,7 @@ def run_trace(
             "forward",
             0,
             timeout,
-            compiler="clang",
+            compiler=TRACED,
             events=rt.ffi.cast("kata_event*", buf),
             event_capacity=capacity,
         )
@@ -243,8 +243,8 @@ def run_trace(
     (bx, by, bz), _ = normalise_dims(f.name, block, grid)
     stats = analyse(events, bx * by * bz)
     module = f.module
-    built = module._build("clang")
-    base = int(rt.lib.kata_lib_base(f._symbol("kata_invoke__", "clang")))
+    built = module._build(TRACED)
+    base = int(rt.lib.kata_lib_base(f._symbol("kata_invoke__", TRACED)))
     pcs = sorted({int(p) for p in stats["pc"]})
     where = symbolize(built.path, [p - base - 1 for p in pcs], module.name) if pcs else {}
     src_lines = module.source.splitlines()

@@ -140,9 +140,11 @@ static inline unsigned long long clock64() { return kata_clock64(); }
 // ---------------------------------------------------------------- atomics
 // Fibers run on one OS thread and switch only at barriers, warp collectives and (in traced
 // builds, the "preempt" schedule) at memory accesses, so a plain read-modify-write is atomic here
-// as long as traced builds do not instrument it: no inlining, no coverage callbacks.
-#ifdef KATA_TRACE_BUILD
+// as long as traced builds do not instrument it: no inlining, no coverage or tsan callbacks.
+#if defined(KATA_TRACE_BUILD) && defined(__clang__)
 #define KATA_ATOMIC static __attribute__((noinline, no_sanitize("coverage")))
+#elif defined(KATA_TRACE_BUILD)
+#define KATA_ATOMIC static __attribute__((noinline, no_sanitize_thread))
 #else
 #define KATA_ATOMIC static inline
 #endif
