@@ -386,7 +386,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             msg = str(call.excinfo.value) or "not implemented yet"
             props["outcome"] = NOT_STARTED
             props["message"] = f"not started: {msg} ({where})"
-            report.longrepr = props["message"]
+            # Reported to pytest as a skip, not a failure: `-x` stops at and `--lf` reruns
+            # real failures only. The exit status still says "not solved" (ResultCollector).
+            report.outcome = "skipped"
+            report.longrepr = (item.location[0], (item.location[1] or 0) + 1, props["message"])
         else:
             props["message"] = _message(call.excinfo, info.hidden)
             if info.hidden:
@@ -410,7 +413,7 @@ def _props(report: pytest.TestReport) -> dict[str, Any] | None:
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     props = _props(report)
-    if props and props.get("outcome") == NOT_STARTED and report.failed:
+    if props and props.get("outcome") == NOT_STARTED and report.skipped:
         return "not started", "N", ("NOT STARTED", {"yellow": True})
     return None
 
@@ -507,6 +510,9 @@ class ResultCollector:
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
         from .reports import report_options, save_progress, write_reports
 
+        if exitstatus == pytest.ExitCode.OK and self.builder.has_outcome(NOT_STARTED):
+            # Not-started tests report as skips (see makereport), but the kata is not solved.
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         result = self.state.result = self.builder.build(exit_status=int(exitstatus))
         options = report_options(session.config, self.state.results_dir)
         try:  # reports first: they are what graders read, and they must never be lost

@@ -20,9 +20,10 @@ from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
 # Test outcomes, from the learner's point of view.
 PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR = "passed", "failed", "not_started", "skipped", "error"
 # Task statuses.
-TASK_PASSED, TASK_FAILING, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
+TASK_PASSED, TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
     "passed",
     "failing",
+    "in progress",  # some tests pass, the rest are not started: nothing is wrong yet
     "not started",
     "skipped",
     "not run",
@@ -94,6 +95,8 @@ class TaskResult:
             return TASK_SKIPPED
         if outcomes <= {NOT_STARTED, SKIPPED}:
             return TASK_NOT_STARTED
+        if NOT_STARTED in outcomes and not outcomes & {FAILED, ERROR}:
+            return TASK_IN_PROGRESS
         return TASK_FAILING
 
     @property
@@ -122,7 +125,7 @@ class KataResult:
     def next_task(self) -> TaskResult | None:
         """The first task, in manifest order, that the learner can still make progress on."""
         for t in self.tasks:
-            if t.status in (TASK_FAILING, TASK_NOT_STARTED):
+            if t.status in (TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED):
                 return t
         return None
 
@@ -264,6 +267,9 @@ class ResultBuilder:
                 previous.duration = record.duration
                 return
         self.records[record.nodeid] = record
+
+    def has_outcome(self, outcome: str) -> bool:
+        return any(r.outcome == outcome for r in self.records.values())
 
     def new_record(self, nodeid: str, **fields: Any) -> TestRecord | None:
         """A record for `nodeid` with kata, task and weight filled in from its manifest."""

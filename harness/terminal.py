@@ -10,6 +10,7 @@ from typing import Any
 
 from .results import (
     TASK_FAILING,
+    TASK_IN_PROGRESS,
     TASK_NOT_RUN,
     TASK_NOT_STARTED,
     TASK_PASSED,
@@ -22,6 +23,7 @@ from .results import (
 _MARK = {
     TASK_PASSED: ("✓", {"green": True}),
     TASK_FAILING: ("✗", {"red": True}),
+    TASK_IN_PROGRESS: ("◐", {"yellow": True}),
     TASK_NOT_STARTED: ("○", {"yellow": True}),
     TASK_SKIPPED: ("-", {"cyan": True}),
     TASK_NOT_RUN: ("·", {}),
@@ -35,9 +37,9 @@ def fmt_points(x: float) -> str:
 
 def task_detail(task: TaskResult) -> str:
     status = task.status
-    if status == TASK_FAILING:
+    if status in (TASK_FAILING, TASK_IN_PROGRESS):
         passed = sum(t.ok for t in task.tests)
-        return f"failing ({passed} of {len(task.tests)} tests pass)"
+        return f"{status} ({passed} of {len(task.tests)} tests pass)"
     if status == TASK_SKIPPED:
         return "skipped: " + "; ".join(task.skip_reasons)
     return status

@@ -31,6 +31,7 @@ from ..results import (
     PASSED,
     SKIPPED,
     TASK_FAILING,
+    TASK_IN_PROGRESS,
     TASK_NOT_RUN,
     TASK_NOT_STARTED,
     TASK_PASSED,
@@ -55,6 +56,7 @@ _OUTCOME = {
 _TASK = {
     TASK_PASSED: "pass",
     TASK_FAILING: "fail",
+    TASK_IN_PROGRESS: "todo",
     TASK_NOT_STARTED: "todo",
     TASK_SKIPPED: "skip",
     TASK_NOT_RUN: "none",
@@ -172,7 +174,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "points": t.points,
                 "pct": _pct(t.earned, t.points),
                 "hint": t.hints[0]
-                if t.hints and t.status in (TASK_FAILING, TASK_NOT_STARTED)
+                if t.hints and t.status in (TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED)
                 else "",
                 "more_hints": max(0, len(t.hints) - 1),
                 "skip_reasons": t.skip_reasons,
