@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import KataRepo, summary_of
+from .conftest import DEMO_STUB, KataRepo, summary_of
 
 # add: passes for small numbers, not started for big ones; mul: solved.
 HALF_DONE = """\
@@ -22,6 +22,8 @@ def add(a, b):
 def mul(a, b):
     return a * b
 """
+
+DEMO_STUB_MUL_FIXED = DEMO_STUB.replace("return a + b  # wrong on purpose", "return a * b  #")
 
 
 def _last_run(repo: KataRepo) -> dict[str, dict[str, str]]:
@@ -80,3 +82,47 @@ def test_not_started_in_junit_is_a_skip_with_its_message(repo: KataRepo) -> None
     repo.pytester.runpytest("katas", "--junitxml=j.xml")
     xml = (repo.root / "j.xml").read_text()
     assert "not started: add(a, b) (calc.py:5)" in xml
+
+
+def _progress(repo: KataRepo) -> dict[str, tuple[str, dict[str, str]]]:
+    """{task id: (status, {test name: outcome})} of the demo kata in `kata progress`'s file."""
+    data = json.loads((repo.root / ".kata" / "progress.json").read_text())
+    tasks = data["katas"]["demo"]["tasks"]
+    return {t["id"]: (t["status"], {r["name"]: r["outcome"] for r in t["tests"]}) for t in tasks}
+
+
+def test_partial_runs_update_only_the_tests_they_ran(repo: KataRepo) -> None:
+    repo.add_demo()  # add: not started, mul: wrong
+    repo.pytester.runpytest("katas")
+    before = _progress(repo)
+    assert before["add"][0] == "not started" and before["mul"][0] == "failing"
+
+    repo.add_demo(stub=DEMO_STUB_MUL_FIXED)
+    repo.pytester.runpytest("katas", "-k", "mul")
+    after_k = _progress(repo)
+    assert after_k["mul"][0] == "passed"
+    assert after_k["add"] == before["add"], "-k mul must not touch the add task"
+    assert after_k["gpu"] == before["gpu"]
+
+    repo.add_demo(stub=HALF_DONE)  # test_add passes; the hidden big-number test is not started
+    repo.pytester.runpytest("katas/phase01/demo/tests/test_calc_demo.py")
+    after_file = _progress(repo)
+    assert after_file["add"] == (
+        "in progress",
+        {"test_add": "passed", "test_add_hidden": "not_started"},
+    ), "a one-file run must keep the hidden test's earlier result"
+    data = json.loads((repo.root / ".kata" / "progress.json").read_text())["katas"]["demo"]
+    assert data["earned"] == 5 + 5 and data["status"] == "failed"
+
+
+def test_kata_progress_shows_the_merged_state(repo: KataRepo, capsys) -> None:
+    from harness.cli import main
+
+    repo.add_demo()
+    repo.pytester.runpytest("katas")
+    repo.add_demo(stub=DEMO_STUB_MUL_FIXED)
+    repo.pytester.runpytest("katas", "-k", "mul")
+    assert main(["--root", str(repo.root), "progress"]) == 0
+    out = capsys.readouterr().out
+    assert "add" in out and "not started" in out and "Multiply — passed" in out
+    assert "total: 5/20 points" in out
