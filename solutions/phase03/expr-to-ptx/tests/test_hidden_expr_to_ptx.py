@@ -329,7 +329,11 @@ def oracle(sem, p: P, arrays: list[np.ndarray]) -> np.ndarray:
 
 def launch(ptx: str, p: P, arrays: list[np.ndarray], kernel: str = "expr"):
     out = np.full(N + PAD, 55, dtype=DTYPES[p.result.typ])
-    stats = run_kernel(ptx, kernel, [out, *arrays, np.uint32(N)], grid=-(-N // BLOCK), block=BLOCK)
+    # f32 '/' is IEEE division (README.md): div.approx/div.full are an error, not a near miss
+    stats = run_kernel(
+        ptx, kernel, [out, *arrays, np.uint32(N)], grid=-(-N // BLOCK), block=BLOCK,
+        ieee_division=True,
+    )  # fmt: skip
     assert (out[N:] == 55).all(), f"threads past n stored\n{p.src()}"
     return out[:N], stats
 
