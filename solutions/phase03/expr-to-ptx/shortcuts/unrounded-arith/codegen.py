@@ -10,7 +10,12 @@ from .ir import KINDS, Body, Instr, Label, Mem, Operand, VReg, render
 from .syntax import Binary, Call, Expr, Name, Num, Program, Select, Unary
 
 PTX_VERSION = "7.8"  # the oldest PTX ISA that has sm_90
-_F32_BINARY = {"+": "add.f32", "-": "sub.f32", "*": "mul.f32", "/": "div.approx.f32"}  # as nvcc -use_fast_math
+_F32_BINARY = {
+    "+": "add.f32",
+    "-": "sub.f32",
+    "*": "mul.f32",
+    "/": "div.approx.f32",
+}  # as nvcc -use_fast_math
 _I32_BINARY = {"+": "add.s32", "-": "sub.s32", "*": "mul.lo.s32", "/": "div.s32", "%": "rem.s32"}
 _CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _F32_CALL = {
