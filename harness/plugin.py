@@ -24,7 +24,15 @@ from typing import Any
 
 import pytest
 
-from .loader import IMPLS, KataContext, KataLoadError, context_for
+from .loader import (
+    KataContext,
+    KataLoadError,
+    check_impl,
+    context_for,
+    missing_shortcut,
+    shortcut_dir,
+    shortcut_name,
+)
 from .manifest import MANIFEST_NAME, Manifest, ManifestError, Task, load_manifest
 from .results import (
     ERROR,
@@ -56,6 +64,7 @@ pytest_plugins = [
 PROPS_KEY = (
     "gpu_katas"  # the user_properties entry that carries our per-test data to the controller
 )
+GATE_MARKER = "kata_gate"
 
 
 @dataclass
@@ -65,6 +74,7 @@ class KataItemInfo:
     hidden: bool
     skip_reason: str = ""  # a tier/capability is missing
     fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
+    gate: str = ""  # the kata_gate sentence, when this test gates its task
 
 
 @dataclass
@@ -94,9 +104,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-katas")
     g.addoption(
         "--kata-impl",
-        choices=IMPLS,
+        type=_impl_option,
         default=os.environ.get("KATA_IMPL", "learner"),
-        help="run the tests against the learner's files (default) or the reference solutions",
+        metavar="learner|solution|shortcut:NAME",
+        help="run the tests against the learner's files (default), the reference solutions, or "
+        "a shortcut submission (solutions/<kata>/shortcuts/NAME over the reference)",
     )
     g.addoption("--kata-tier", choices=("cpu", "cluster-sim", "gpu"), help="force the tier down")
     g.addoption(
@@ -131,7 +143,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kata-no-budgets", action="store_true", help="skip performance-budget tests")
 
 
+def _impl_option(value: str) -> str:
+    import argparse
+
+    try:
+        return check_impl(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{GATE_MARKER}(sentence): this test catches a named shortcut; when it fails, its task "
+        "earns at most the manifest's gate_fraction of its points, and the sentence says why",
+    )
     worker = getattr(config, "workerinput", None)
     if worker is not None and "kata_capabilities" in worker:
         caps = Capabilities.from_json(worker["kata_capabilities"])
@@ -189,8 +215,11 @@ class KataDir(pytest.Dir):
 
     def collect(self):
         manifest = load_manifest(self.path)  # a ManifestError becomes this node's collection error
-        yield from super().collect()
         state = _state(self.config)
+        name = shortcut_name(state.impl)
+        if name is not None and not shortcut_dir(self.path, name).is_dir():
+            raise KataLoadError(missing_shortcut(self.path, name))
+        yield from super().collect()
         if state.hidden == "off":
             return
         from .loader import solution_dir
@@ -199,7 +228,8 @@ class KataDir(pytest.Dir):
         if sol is None:
             return
         for path in sorted(sol.rglob("test_*.py")):
-            if "__pycache__" in path.parts:
+            rel = path.relative_to(sol).parts
+            if "__pycache__" in rel or rel[0] == "shortcuts":  # shortcuts hold learner files
                 continue
             ihook = self.session.gethookproxy(path)
             yield from ihook.pytest_collect_file(file_path=path, parent=self)
@@ -208,6 +238,8 @@ class KataDir(pytest.Dir):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
         if isinstance(excinfo.value, ManifestError):
             return f"invalid kata manifest: {excinfo.value}"
+        if isinstance(excinfo.value, KataLoadError):
+            return str(excinfo.value)
         return super().repr_failure(excinfo)
 
 
@@ -225,7 +257,25 @@ def _item_info(item: pytest.Item, state: KataState) -> KataItemInfo | None:
     name = getattr(item, "originalname", item.name)
     task = ctx.manifest.task_for(item.path.name, name)
     hidden = Path(item.nodeid.split("::")[0]).parts[:1] == ("solutions",)
-    return KataItemInfo(ctx.manifest, task, hidden)
+    return KataItemInfo(ctx.manifest, task, hidden, gate=gate_sentence(item))
+
+
+def gate_sentence(item: pytest.Item) -> str:
+    """The sentence of the test's ``kata_gate`` marker ("" if it has none).
+
+    A marker without exactly one non-empty sentence is a mistake of the test's author: it raises
+    a usage error naming the test, since a silent gate would never take points.
+    """
+    marker = item.get_closest_marker(GATE_MARKER)
+    if marker is None:
+        return ""
+    args = marker.args
+    if len(args) != 1 or not isinstance(args[0], str) or not args[0].strip() or marker.kwargs:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{GATE_MARKER} takes one sentence saying what the "
+            f"submission does wrong, got args={args!r} kwargs={marker.kwargs!r}"
+        )
+    return " ".join(args[0].split())
 
 
 def _context(state: KataState, path: Path) -> KataContext:
@@ -375,6 +425,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return report
     props: dict[str, Any] = {"kata": info.manifest.id, "task": info.task.id if info.task else None}
     props["hidden"] = info.hidden
+    if info.gate:
+        props["gate"] = info.gate
     if item.stash.get(METRICS, None):
         props["metrics"] = item.stash[METRICS]
     if report.skipped and info.skip_reason:
@@ -398,10 +450,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = str(call.excinfo.value)
             else:
                 props["line"], props["source"] = _failing_source(call.excinfo, item)
+            if info.task is not None and info.gate:
+                report.sections.append(
+                    (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
+                )
             if info.task is not None and info.task.hints:
                 report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
     report.user_properties.append((PROPS_KEY, props))
     return report
+
+
+def _gate_note(gate: str, task: Task) -> str:
+    cap = task.points * task.gate_fraction
+    most = f"at most {cap:g} of its {task.points} points" if cap else "no points"
+    return f"{gate} — task {task.id!r} earns {most} while this test fails"
 
 
 def _props(report: pytest.TestReport) -> dict[str, Any] | None:
@@ -493,6 +555,7 @@ class ResultCollector:
             source=props.get("source", ""),
             output="" if hidden or report.passed else _captured(report),
             hidden=hidden,
+            gate=props.get("gate", ""),
         )
         if record is not None:
             self.builder.add(record)

@@ -48,10 +48,16 @@ class TestRecord:
     line: int | None = None
     source: str = ""  # failing source lines (public tests only)
     output: str = ""  # captured stdout/stderr of a failing public test, capped
+    gate: str = ""  # a gate test's sentence (@pytest.mark.kata_gate), whatever its outcome
 
     @property
     def ok(self) -> bool:
         return self.outcome == PASSED
+
+    @property
+    def gate_failed(self) -> bool:
+        """A gate that caught its shortcut: not a test that never started or was skipped."""
+        return bool(self.gate) and self.outcome in (FAILED, ERROR)
 
 
 @dataclass
@@ -61,6 +67,7 @@ class TaskResult:
     points: int
     hints: list[str]
     tests: list[TestRecord] = field(default_factory=list)
+    gate_fraction: float = 0.0  # the most a task with a failed gate earns, as a share of points
 
     @property
     def shares(self) -> list[float]:
@@ -81,8 +88,43 @@ class TaskResult:
         return out
 
     @property
-    def earned(self) -> float:
+    def gate_reasons(self) -> list[str]:
+        """The sentences of this task's failed gates, each once, in test order."""
+        return list(dict.fromkeys(t.gate for t in self.tests if t.gate_failed))
+
+    @property
+    def gate_cap(self) -> float:
+        """The most this task earns while a gate fails."""
+        return round(self.points * self.gate_fraction, 2)
+
+    @property
+    def earned_before_gate(self) -> float:
+        """What the passing tests are worth, as if no gate had failed."""
         return round(sum(s for s, t in zip(self.shares, self.tests, strict=True) if t.ok), 2)
+
+    @property
+    def scores(self) -> list[float]:
+        """Each test's earned points: its share when it passed, scaled down when a gate failed.
+
+        Under a failed gate the passing tests split min(earned, cap) by their shares, rounded
+        on the running total, so the scores add up to :attr:`earned` exactly in every report.
+        """
+        raw = [s if t.ok else 0.0 for s, t in zip(self.shares, self.tests, strict=True)]
+        total = round(sum(raw) * 100)
+        limit = min(total, round(self.gate_cap * 100)) if self.gate_reasons else total
+        if limit == total or not total:
+            return raw
+        out, running, edge = [], 0, 0
+        for s in raw:
+            running += round(s * 100)
+            nxt = round(limit * running / total)
+            out.append((nxt - edge) / 100)
+            edge = nxt
+        return out
+
+    @property
+    def earned(self) -> float:
+        return round(sum(self.scores), 2)
 
     @property
     def status(self) -> str:
@@ -175,6 +217,7 @@ class RunResult:
             kd["points"], kd["earned"], kd["status"] = k.points, k.earned, k.status
             for td, t in zip(kd["tasks"], k.tasks, strict=True):
                 td["earned"], td["status"] = t.earned, t.status
+                td["earned_before_gate"], td["gate_reasons"] = t.earned_before_gate, t.gate_reasons
         return d
 
     @classmethod
@@ -188,6 +231,7 @@ class RunResult:
                     t["points"],
                     list(t["hints"]),
                     [TestRecord(**r) for r in t["tests"]],
+                    t.get("gate_fraction", 0.0),
                 )
                 for t in kd["tasks"]
             ]
@@ -303,7 +347,9 @@ class ResultBuilder:
             tasks = []
             for t in m.tasks:
                 tests = sorted((r for r in records if r.task == t.id), key=lambda r: r.nodeid)
-                tasks.append(TaskResult(t.id, t.title, t.points, list(t.hints), tests))
+                tasks.append(
+                    TaskResult(t.id, t.title, t.points, list(t.hints), tests, t.gate_fraction)
+                )
             for r in records:
                 if r.task is None:
                     errors.append(f"{r.nodeid}: belongs to no task in {m.path.name}")

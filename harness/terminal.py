@@ -39,7 +39,11 @@ def task_detail(task: TaskResult) -> str:
     status = task.status
     if status in (TASK_FAILING, TASK_IN_PROGRESS):
         passed = sum(t.ok for t in task.tests)
-        return f"{status} ({passed} of {len(task.tests)} tests pass)"
+        detail = f"{status} ({passed} of {len(task.tests)} tests pass)"
+        if task.gate_reasons:
+            cap = task.gate_cap
+            detail += f"; a gate failed: at most {fmt_points(cap)}" if cap else "; a gate failed: 0"
+        return detail
     if status == TASK_SKIPPED:
         return "skipped: " + "; ".join(task.skip_reasons)
     return status
@@ -55,6 +59,8 @@ def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
         mark, markup = _MARK[t.status]
         pts = f"{fmt_points(t.earned)}/{t.points}"
         out.append((f"  {mark} {t.id:<{width}}  {pts:>7}  {t.title} — {task_detail(t)}", markup))
+        for reason in t.gate_reasons:
+            out.append((f"    {' ' * width}gate: {reason}", {"red": True}))
     for err in kata.errors:
         out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
     nxt = kata.next_task

@@ -26,7 +26,10 @@ from ..results import (
 )
 from ..terminal import fmt_points
 
-__all__ = ["NOT_RUN", "Row", "cap", "error_summary", "errors", "fmt_points", "kata_rows", "rows"]
+__all__ = [
+    "NOT_RUN", "Row", "cap", "error_summary", "errors", "fmt_points", "gate_line", "kata_rows",
+    "rows",
+]  # fmt: skip
 
 NOT_RUN = "not_run"  # the outcome of a placeholder row
 
@@ -38,6 +41,7 @@ class Row:
     record: TestRecord | None  # None: the task's placeholder row (none of its tests ran)
     max_points: float
     number: str  # "kata.task.test", 1-based, for graders that order by it
+    earned: float | None = None  # the test's score after its task's gate (None: none computed)
 
     @property
     def outcome(self) -> str:
@@ -49,6 +53,8 @@ class Row:
 
     @property
     def score(self) -> float:
+        if self.earned is not None:
+            return self.earned
         return self.max_points if self.ok else 0.0
 
     @property
@@ -88,7 +94,10 @@ class Row:
             return ""
         if r.outcome == SKIPPED:
             return f"skipped: {r.skip_reason}" if r.skip_reason else "skipped"
-        return r.message or ("a hidden test failed" if r.hidden else "failed")
+        text = r.message or ("a hidden test failed" if r.hidden else "failed")
+        if r.gate_failed:
+            return f"{gate_line(self.task, r.gate)}\n{text}"
+        return text
 
     @property
     def source(self) -> str:
@@ -124,8 +133,16 @@ def rows(result: RunResult) -> Iterator[Row]:
             if not task.tests:
                 yield Row(kata, task, None, float(task.points), f"{ki}.{ti}.1")
                 continue
-            for i, (record, share) in enumerate(zip(task.tests, task.shares, strict=True), 1):
-                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}")
+            pairs = zip(task.tests, task.shares, task.scores, strict=True)
+            for i, (record, share, score) in enumerate(pairs, 1):
+                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}", score)
+
+
+def gate_line(task: TaskResult, gate: str) -> str:
+    """One sentence for a failed gate: what is wrong, and what it costs the task."""
+    cap = task.gate_cap
+    cost = f"at most {fmt_points(cap)} of {task.points}" if cap else f"0 of {task.points}"
+    return f"Gate failed: {gate} (task {task.id} earns {cost} points while it fails)"
 
 
 def kata_rows(result: RunResult, kata: KataResult) -> list[Row]:

@@ -40,7 +40,7 @@ from ..results import (
 )
 from . import ReportOptions
 from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
-from .common import NOT_RUN, Row, errors, fmt_points, kata_rows
+from .common import NOT_RUN, Row, errors, fmt_points, gate_line, kata_rows
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "report"
 
@@ -178,6 +178,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 else "",
                 "more_hints": max(0, len(t.hints) - 1),
                 "skip_reasons": t.skip_reasons,
+                "gates": [gate_line(t, g) for g in t.gate_reasons],
                 "tests": by_task.get(t.id, []),
                 # Passing tests with nothing more to show fit on one line of chips.
                 "plain": [v for v in by_task.get(t.id, []) if v.plain],
