@@ -185,6 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     if worker is None:
         config.pluginmanager.register(ResultCollector(state), "gpu-katas-results")
+    config.pluginmanager.register(_TaskCoverage(state), "gpu-katas-task-coverage")
     # Learners read short tracebacks; --tb=long still works when asked for.
     if getattr(config.option, "tbstyle", "auto") == "auto":
         config.option.tbstyle = "short"
@@ -198,6 +199,18 @@ class _XdistHooks:
     @pytest.hookimpl
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kata_capabilities"] = _state(node.config).caps.to_json()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """`pytest katas/phase09` where there is none: name the phases that are there."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    from .guide import missing_path
+
+    problem = missing_path(config.rootpath, config.invocation_params.dir, list(config.args))
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -319,6 +332,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     break
         if info.skip_reason and not info.fail_reason:
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
+
+
+class KataTaskWarning(pytest.PytestWarning):
+    """A task of a kata matches none of its tests, so its points cannot be earned."""
+
+
+class _TaskCoverage:
+    """Warn at run time, not only in `kata verify`, when a task matches none of its kata's tests.
+
+    Judged before -k, -m and --deselect drop items, and only for katas whose test files were all
+    collected: a one-file run leaves the other files' tasks without tests, and that is fine.
+    """
+
+    def __init__(self, state: KataState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        import warnings
+
+        from .guide import kata_test_files, no_test_warning, tasks_without_tests
+        from .loader import solution_dir
+
+        by_kata: dict[Path, tuple[Manifest, list[pytest.Item]]] = {}
+        for item in items:
+            try:
+                manifest = _context(self.state, item.path).manifest
+            except (KataLoadError, ManifestError):
+                continue
+            by_kata.setdefault(manifest.dir, (manifest, []))[1].append(item)
+        for kata_dir, (manifest, kata_items) in by_kata.items():
+            hidden = solution_dir(kata_dir) if self.state.hidden != "off" else None
+            if not kata_test_files(kata_dir, hidden) <= {i.path for i in kata_items}:
+                continue
+            tests = [(i.path.name, getattr(i, "originalname", i.name)) for i in kata_items]
+            for task in tasks_without_tests(manifest, tests):
+                warning = KataTaskWarning(no_test_warning(manifest, task))
+                warnings.warn_explicit(warning, KataTaskWarning, str(manifest.path), 1)
 
 
 @pytest.fixture(scope="module")  # module scope: usable from hypothesis @given tests
@@ -559,6 +610,11 @@ class ResultCollector:
         )
         if record is not None:
             self.builder.add(record)
+
+    def pytest_warning_recorded(self, warning_message: Any) -> None:
+        # Also the workers' warnings: xdist replays them here.
+        if issubclass(warning_message.category, KataTaskWarning):
+            self.builder.add_warning(str(warning_message.message))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -154,6 +154,7 @@ class KataResult:
     path: str  # kata directory, relative to the root
     tasks: list[TaskResult]
     errors: list[str] = field(default_factory=list)  # collection errors, unassigned tests
+    warnings: list[str] = field(default_factory=list)  # e.g. a task that matches no test
 
     @property
     def points(self) -> int:
@@ -236,7 +237,15 @@ class RunResult:
                 for t in kd["tasks"]
             ]
             katas.append(
-                KataResult(kd["id"], kd["title"], kd["phase"], kd["path"], tasks, kd["errors"])
+                KataResult(
+                    kd["id"],
+                    kd["title"],
+                    kd["phase"],
+                    kd["path"],
+                    tasks,
+                    kd["errors"],
+                    list(kd.get("warnings", [])),
+                )
             )
         return cls(
             katas,
@@ -280,16 +289,21 @@ class ResultBuilder:
         self.records: dict[str, TestRecord] = {}
         self.katas: dict[Path, Manifest] = {}
         self.kata_errors: dict[Path, list[str]] = {}
+        self.bad_manifests: dict[Path, str] = {}  # kata dir -> why its manifest does not load
         self.errors: list[str] = []
+        self.warnings: list[str] = []  # "kata <id>: ..." sentences, each once
 
     def manifest_for(self, file_part: str) -> Manifest | None:
         kata_dir = kata_of_file((self.root / file_part).resolve())
         if kata_dir is None:
             return None
+        if kata_dir in self.bad_manifests:
+            return None  # said once already
         if kata_dir not in self.katas:
             try:
                 self.katas[kata_dir] = load_manifest(kata_dir)
             except ManifestError as e:
+                self.bad_manifests[kata_dir] = str(e)
                 self.errors.append(str(e))
                 return None
         return self.katas[kata_dir]
@@ -299,8 +313,8 @@ class ResultBuilder:
         kata_dir = kata_of_file(path) if nodeid else None
         if kata_dir is not None and self.manifest_for(nodeid.split("::")[0]) is not None:
             self.kata_errors.setdefault(kata_dir, []).append(message)
-        else:
-            self.errors.append(message)
+        elif kata_dir is None or self.bad_manifests.get(kata_dir, "\0") not in message:
+            self.errors.append(message)  # (a broken manifest's own collection error is said)
 
     def add(self, record: TestRecord) -> None:
         previous = self.records.get(record.nodeid)
@@ -311,6 +325,10 @@ class ResultBuilder:
                 previous.duration = record.duration
                 return
         self.records[record.nodeid] = record
+
+    def add_warning(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     def has_outcome(self, outcome: str) -> bool:
         return any(r.outcome == outcome for r in self.records.values())
@@ -357,7 +375,8 @@ class ResultBuilder:
                 rel = str(kata_dir.relative_to(self.root))
             except ValueError:
                 rel = str(kata_dir)
-            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors))
+            mine = [w for w in self.warnings if w.startswith(f"kata {m.id}: ")]
+            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine))
         return RunResult(
             katas,
             self.impl,

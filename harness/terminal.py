@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .guide import command
 from .results import (
     TASK_FAILING,
     TASK_IN_PROGRESS,
@@ -49,8 +50,11 @@ def task_detail(task: TaskResult) -> str:
     return status
 
 
-def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
-    """The summary of one kata as (text, markup) lines; shared by `kata progress`."""
+def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str, dict[str, bool]]]:
+    """The summary of one kata as (text, markup) lines; shared by `kata progress`.
+
+    `kata_cmd` is how the suggested `kata hint` is spelled (default: as this shell can run it).
+    """
     out: list[tuple[str, dict[str, bool]]] = []
     head = f"phase {kata.phase:02d} · {kata.id} — {kata.title}"
     out.append((f"{head}  {fmt_points(kata.earned)}/{kata.points} points", {"bold": True}))
@@ -63,9 +67,12 @@ def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
             out.append((f"    {' ' * width}gate: {reason}", {"red": True}))
     for err in kata.errors:
         out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
+    for warning in kata.warnings:
+        out.append((f"  ! {warning.removeprefix(f'kata {kata.id}: ')}", {"yellow": True}))
     nxt = kata.next_task
     if nxt is not None:
-        hint = f" Hint: `kata hint {kata.id} {nxt.id}`." if nxt.hints else ""
+        kata_cmd = kata_cmd or command("kata")
+        hint = f" Hint: `{kata_cmd} hint {kata.id} {nxt.id}`." if nxt.hints else ""
         out.append((f"  next: {nxt.id} — {nxt.title}.{hint}", {"bold": True}))
     elif all(t.status == TASK_PASSED for t in kata.tasks):
         out.append(("  all tasks pass — well done.", {"green": True}))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .manifest import ManifestError, discover, load_manifest
-from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult
+from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult, TestRecord
 
 
 @dataclass
@@ -93,14 +93,14 @@ def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
         v = by_path.get(k.path)
         if v is None:
             continue
-        v.problems += [f"reference run: {e.splitlines()[0][:300]}" for e in k.errors]
+        v.problems += [f"reference run: {_first_line(e)}" for e in k.errors]
         for t in k.tasks:
             if not t.tests:
                 v.problems.append(f"task {t.id!r}: no test matches its patterns")
                 continue
             for r in t.tests:
                 if r.outcome in (FAILED, ERROR, NOT_STARTED):
-                    msg = r.message.splitlines()[0][:200] if r.message else r.outcome
+                    msg = _first_line(r.message) or r.outcome
                     v.problems.append(f"task {t.id!r}: reference fails {r.name}: {msg}")
             if all(r.outcome == SKIPPED for r in t.tests):
                 reasons = "; ".join(t.skip_reasons)
@@ -114,11 +114,24 @@ def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
             continue
         for t in k.tasks:
             ran = [r for r in t.tests if r.outcome != SKIPPED]
-            if ran and all(r.outcome == PASSED for r in ran):
+            passing = [r for r in ran if r.outcome == PASSED]
+            if ran and len(passing) == len(ran):
                 v.problems.append(
                     f"task {t.id!r}: the stub already passes every test of this task "
-                    f"({', '.join(r.name for r in ran)[:200]})"
+                    f"({_names(passing)})"
                 )
+
+
+def _names(records: list[TestRecord], most: int = 8) -> str:
+    """Test names in full (never cut in the middle), the first `most` of them."""
+    names = [r.name for r in records]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _rel(path: Path, root: Path) -> str:
