@@ -17,7 +17,7 @@ from typing import Any
 MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
-    "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind",
+    "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
     "namespaces", "cgroups", "netns", "chromium",
 )  # fmt: skip
 LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
