@@ -234,6 +234,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from .shortcuts import table as shortcut_table
     from .verify import verify
 
     root = find_root(args.root)
@@ -242,7 +243,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not p.exists():
             raise CliError(f"{p} does not exist")
     extra = ["-n", str(args.jobs)] if args.jobs else []
-    verdicts = verify(paths, root, extra)
+    verdicts = verify(paths, root, extra, run_shortcuts=not args.no_shortcuts)
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
     failed = 0
@@ -256,6 +257,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 say(f"    {p}", red=True)
         for n in v.notes:
             say(f"    note: {n}", yellow=True)
+    scores = [s for v in verdicts for s in v.shortcuts]
+    if scores:
+        say("shortcuts, points of the task each dodges:", bold=True)
+        for line in shortcut_table(scores):
+            say(f"  {line}")
     say(f"{len(verdicts) - failed} of {len(verdicts)} katas verified", bold=True)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -337,9 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("name")
     s.add_argument("--title")
     s.set_defaults(func=cmd_new)
-    s = sub.add_parser("verify", help="check katas: reference passes, stubs fail every task")
+    s = sub.add_parser(
+        "verify", help="check katas: reference passes, stubs fail every task, shortcuts earn little"
+    )
     s.add_argument("paths", nargs="*")
     s.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")
+    s.add_argument(
+        "--no-shortcuts", action="store_true", help="do not run the katas' shortcut submissions"
+    )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (
         ("grade", "harness.grade", "grade from the canonical tests (autograders)"),

@@ -110,6 +110,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the tests against the learner's files (default), the reference solutions, or "
         "a shortcut submission (solutions/<kata>/shortcuts/NAME over the reference)",
     )
+    g.addoption(
+        "--kata-task",
+        action="append",
+        default=[],
+        metavar="TASK",
+        help="run only the tests of this task (by id; may be given several times)",
+    )
     g.addoption("--kata-tier", choices=("cpu", "cluster-sim", "gpu"), help="force the tier down")
     g.addoption(
         "--kata-require-tier",
@@ -332,6 +339,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     break
         if info.skip_reason and not info.fail_reason:
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
+    if config.option.kata_task:
+        _keep_tasks(config, items, set(config.option.kata_task))
+
+
+def _keep_tasks(config: pytest.Config, items: list[pytest.Item], tasks: set[str]) -> None:
+    """--kata-task: deselect the kata tests of every other task (`kata verify` runs a shortcut's
+    task only); tests outside katas are left alone."""
+    known = {
+        t.id
+        for item in items
+        if ITEM_INFO in item.stash
+        for t in item.stash[ITEM_INFO].manifest.tasks
+    }
+    unknown = sorted(tasks - known)
+    if unknown and items:
+        raise pytest.UsageError(
+            f"--kata-task: no collected kata has a task {', '.join(map(repr, unknown))}"
+        )
+    keep, drop = [], []
+    for item in items:
+        info = item.stash.get(ITEM_INFO, None)
+        task = info.task.id if info is not None and info.task is not None else None
+        (drop if info is not None and task not in tasks else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 class KataTaskWarning(pytest.PytestWarning):

@@ -97,6 +97,8 @@ def test_mul_big(calc):
 REFERENCE = "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n"
 # Passes every public add test, dodges the task: the gate catches it.
 SHORTCUT = "def add(a, b):\n    return 5\n\ndef mul(a, b):\n    return a * b\n"
+# The learner's starting point, for `kata verify`: not started on every task.
+STUB = "from harness import todo\n\ndef add(a, b):\n    todo('add')\n\ndef mul(a, b):\n    todo('mul')\n"
 # Honest partial work: add is right, mul is wrong only for one hidden case (no gate on mul).
 PARTIAL = "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b if a < 5 else 0\n"
 
@@ -427,3 +429,100 @@ def test_only_failed_or_errored_gates_cap() -> None:
         task = TaskResult("x", "X", 10, [], [rec(0, True), rec(1, False, "g", outcome)])
         assert bool(task.gate_reasons) is gated, outcome
         assert task.earned == (0 if gated else 5)
+
+
+# --------------------------------------------------------------------------- kata verify
+def verify_out(repo: KataRepo, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from harness.cli import main
+
+    code = main(["--root", str(repo.root), "verify"])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_verify_passes_caught_shortcuts_and_prints_the_table(repo: KataRepo, capsys) -> None:
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    add_shortcut(repo, "off-by-one", {"calc.py": SHORTCUT.replace("return 5", "return a + b + 1")})
+    code, out = verify_out(repo, capsys)
+    assert code == 0, out
+    assert "✓ gated" in out and "shortcut" not in out.split("shortcuts, points")[0]
+    lines = out.split("shortcuts, points of the task each dodges:")[1].splitlines()
+    five = next(line for line in lines if " five " in line)
+    assert five.split() == ["gated", "five", "add", "6.67", "→", "0", "of", "10"], five
+    off = next(line for line in lines if "off-by-one" in line)
+    assert off.split()[3:] == ["0", "→", "0", "of", "10"], "it fails the public tests too"
+
+
+def test_verify_fails_a_shortcut_no_gate_catches(repo: KataRepo, capsys) -> None:
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    sneaky = (
+        "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return 6 if a == 2 else a * b\n"
+    )
+    base = add_shortcut(repo, "mul-example", {"calc.py": sneaky})
+    (base / "shortcut.toml").write_text('task = "mul"\nwhy = "mul hard-codes the example"\n')
+    code, out = verify_out(repo, capsys)
+    assert code == 1, out
+    assert (
+        "shortcut 'mul-example' earns 6 of task 'mul''s 6 points (more than 50%); no gate "
+        "catches it: mul hard-codes the example" in out
+    )
+    assert "MORE THAN 50%" in out
+
+
+@pytest.mark.parametrize(
+    "toml, files, problem",
+    [
+        ('why = "w"\n', {"calc.py": SHORTCUT}, "task: must name a task of gated (add, mul); got missing"),
+        ('task = "div"\nwhy = "w"\n', {"calc.py": SHORTCUT}, "task: must name a task of gated (add, mul); got 'div'"),
+        ('task = "add"\n', {"calc.py": SHORTCUT}, "why: must be one sentence"),
+        ('task = "add"\nwhy = "w"\nsee = 1\n', {"calc.py": SHORTCUT}, "see: unknown field"),
+        ('task = "add"\nwhy = "w"\n', {"calc.py": SHORTCUT, "helper.py": ""}, "helper.py is not one"),
+        ('task = "add"\nwhy = "w"\n', {}, "replaces no learner file"),
+        (None, {"calc.py": SHORTCUT}, "shortcut.toml: (file): not found"),
+    ],
+)  # fmt: skip
+def test_verify_names_a_malformed_shortcut(
+    repo: KataRepo, capsys, toml: str | None, files: dict[str, str], problem: str
+) -> None:
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    base = add_shortcut(repo, "bad", files)
+    if toml is None:
+        (base / "shortcut.toml").unlink()
+    else:
+        (base / "shortcut.toml").write_text(toml)
+    from harness.shortcuts import shortcuts
+
+    found, problems = shortcuts(load_manifest(repo.root / "katas/phase01/gated"))
+    assert [s.name for s in found] == ["five"]
+    assert len(problems) == 1 and problems[0].startswith("shortcut 'bad': ")
+    assert problem in problems[0] and "shortcuts/bad" in problems[0]
+
+
+def test_too_few_shortcuts_is_a_warning_until_flipped(
+    repo: KataRepo, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    code, out = verify_out(repo, capsys)
+    assert code == 0 and "note: 1 shortcut(s); every kata ships at least 2" in out, out
+    import harness.verify
+
+    monkeypatch.setattr(harness.verify, "FEWER_SHORTCUTS_IS_ERROR", True)
+    code, out = verify_out(repo, capsys)
+    assert code == 1 and "✗ gated" in out and "1 shortcut(s); every kata ships" in out
+
+
+def test_bench_shortcuts_prints_before_and_after(repo: KataRepo, capsys, monkeypatch) -> None:
+    from harness.benchmarks import bench_shortcuts
+
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    monkeypatch.setattr(bench_shortcuts, "ROOT", repo.root)
+    code = bench_shortcuts.main([str(repo.root / "katas"), "--markdown"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "| gated | five | add | 6.67/10 | 0/10 |" in out
+    assert "1 shortcuts, 0 earn more than 50% of their task" in out
