@@ -2,7 +2,7 @@
 
 Tests import from here freely; learner modules must not (it is grader-side code).
 
-    from harness.testing import hidden_settings, watch_calls, wrote_nothing
+    from harness.testing import fresh_module, hidden_settings, watch_calls, wrote_nothing
 
     @hidden_settings()
     @given(n=st.integers(1, 3000))
@@ -110,3 +110,20 @@ def watch_calls(*targets: Any, processes: bool = True) -> Any:
             sys.setprofile(previous)
 
     return watching()
+
+
+def fresh_module(module: Any) -> Any:
+    """Run `module`'s file again as a new module in the same package, and return it. Under
+    :func:`watch_calls` this also sees what the module does at import time (a table computed by
+    running ptxas when the module loads), which calling its functions alone would miss."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"{module.__name__}__fresh", module.__file__)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {module.__file__} again")
+    fresh = importlib.util.module_from_spec(spec)
+    fresh.__package__ = module.__package__  # its relative imports find the same siblings
+    sys.modules[spec.name] = fresh  # dataclasses look their module up while it loads
+    spec.loader.exec_module(fresh)
+    return fresh

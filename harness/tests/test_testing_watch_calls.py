@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from harness.testing import watch_calls
+from harness.testing import fresh_module, watch_calls
 
 
 def test_calls_into_a_module_are_recorded() -> None:
@@ -40,3 +40,27 @@ def test_other_calls_are_not_and_the_profiler_is_restored() -> None:
         _ = json.JSONDecoder  # an attribute, not a call
     assert not log and str(log) == "nothing forbidden"
     assert sys.getprofile() is before
+
+
+def test_fresh_module_runs_the_file_again_and_shows_import_time_calls(tmp_path) -> None:
+    pkg = tmp_path / "freshpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("def value():\n    return 41\n")
+    (pkg / "table.py").write_text(
+        "import json\nfrom dataclasses import dataclass\nfrom .helper import value\n"
+        "TABLE = json.loads('[1]')\nANSWER = value() + 1\n"
+        "@dataclass\nclass Row:\n    x: int\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import freshpkg.table as table
+
+        with watch_calls(json) as log:
+            again = fresh_module(table)
+        assert again is not table and again.ANSWER == 42, "relative imports still resolve"
+        assert "json.loads" in log.calls, "the import-time call is seen"
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [m for m in sys.modules if m.startswith("freshpkg")]:
+            del sys.modules[name]
