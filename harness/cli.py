@@ -11,9 +11,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .manifest import Manifest, ManifestError, discover, load_manifest
+from .guide import command
+from .manifest import Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
+
+if TYPE_CHECKING:
+    from .tiers import Capabilities
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -67,7 +72,7 @@ def _find_kata(root: Path, kata_id: str) -> Manifest:
         if m.id == kata_id or m.dir.name == kata_id:
             return m
     known = ", ".join(m.id for m in manifests) or "none"
-    raise CliError(f"no kata {kata_id!r} (katas: {known})")
+    raise CliError(f"there is no kata called {kata_id}; the katas are: {known}")
 
 
 def _state_file(root: Path, name: str) -> Path:
@@ -91,6 +96,12 @@ def _save_json(path: Path, data: dict) -> None:
 
 
 # --------------------------------------------------------------------------- commands
+def _lacking(caps: Capabilities, tier: str | None, capabilities: tuple[str, ...]) -> list[str]:
+    """The tier and capabilities in a requirement that this machine does not have."""
+    out = [tier] if tier and tier != "cpu" and not caps.has_tier(tier) else []
+    return out + [c for c in capabilities if not caps.has(c)]
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from .tiers import probe
 
@@ -102,13 +113,19 @@ def cmd_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     say(f"{'phase':<6}{'kata':<22}{'tier':<12}{'tasks':>6}{'points':>8}  title", bold=True)
     for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
-        runnable = caps.has_tier(m.tier) and all(caps.has(c) for c in m.capabilities)
-        tier = m.tier + ("" if runnable else " (!)")
+        whole = _lacking(caps, m.tier, m.capabilities)
+        # Per task too: a kata can run here while some of its tasks cannot (vector-add's nvcc).
+        tasks: dict[str, list[str]] = {}
+        for t in m.tasks if not whole else ():
+            for need in _lacking(caps, t.tier, t.capabilities):
+                tasks.setdefault(need, []).append(t.id)
+        tier = m.tier + ("" if not (whole or tasks) else " (!)")
         say(f"{m.phase:02d}    {m.id:<22}{tier:<12}{len(m.tasks):>6}{m.points:>8}  {m.title}")
-        if not runnable:
-            needs = [m.tier] if not caps.has_tier(m.tier) else []
-            needs += [c for c in m.capabilities if not caps.has(c)]
-            say(f"      (!) needs {', '.join(needs)}: {caps.why_not(needs[0])}", yellow=True)
+        if whole:
+            say(f"      (!) needs {', '.join(whole)}: {caps.why_not(whole[0])}", yellow=True)
+        for need, ids in tasks.items():
+            which = f"task {ids[0]} needs" if len(ids) == 1 else f"tasks {', '.join(ids)} need"
+            say(f"      (!) {which} {need}: {caps.why_not(need)}", yellow=True)
     say(f"this machine: tiers {', '.join(caps.tiers)}")
     return EXIT_OK
 
@@ -119,14 +136,14 @@ def cmd_progress(args: argparse.Namespace) -> int:
     root = find_root(args.root)
     progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
     if not progress["katas"]:
-        say("no results yet: run `pytest katas/phase01` first")
+        say(f"no results yet: run `{command('pytest')} katas/phase01` first")
         return EXIT_OK
     run = RunResult.from_dict({"katas": list(progress["katas"].values())})
     katas: list[KataResult] = sorted(run.katas, key=lambda k: (k.phase, k.id))
     if args.kata:
         katas = [k for k in katas if k.id == args.kata]
         if not katas:
-            raise CliError(f"no results for kata {args.kata!r} yet")
+            raise CliError(f"no results for kata {args.kata} yet: run its tests with pytest first")
     for k in katas:
         for text, markup in kata_lines(k):
             say(text, **markup)
@@ -137,20 +154,18 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 def cmd_hint(args: argparse.Namespace) -> int:
     root = find_root(args.root)
-    m = _find_kata(root, args.kata)
-    task = m.task(args.task) if args.task else _next_task(root, m)
-    if args.task and task is None:
-        raise CliError(f"kata {m.id!r} has no task {args.task!r}")
     path = _state_file(root, "hints.json")
+    if args.reset:
+        return _reset_hints(root, path, args.kata, args.task)
+    if args.kata is None:
+        known = ", ".join(m.id for m in _manifests(root)) or "none"
+        raise CliError(f"name a kata, e.g. `{command()} hint simt`; the katas are: {known}")
+    m = _find_kata(root, args.kata)
+    task = _task_of(m, args.task) if args.task else _next_task(root, m)
     shown = _load_json(path, {})
     key = f"{m.id}/{task.id}"
     if not task.hints:
         say(f"task {key} has no hints")
-        return EXIT_OK
-    if args.reset:
-        shown.pop(key, None)
-        _save_json(path, shown)
-        say(f"hints for {key} hidden again")
         return EXIT_OK
     count = min(shown.get(key, 0) + 1, len(task.hints))
     shown[key] = count
@@ -159,21 +174,48 @@ def cmd_hint(args: argparse.Namespace) -> int:
     for i, hint in enumerate(task.hints[:count], 1):
         say(f"  hint {i}/{len(task.hints)}: {hint}")
     if count < len(task.hints):
-        say(f"  (run `kata hint {m.id} {task.id}` again for the next hint)")
+        say(f"  (run `{command()} hint {m.id} {task.id}` again for the next hint)")
     else:
         say("  (that was the last hint)")
     return EXIT_OK
 
 
-def _next_task(root: Path, m: Manifest):
+def _task_of(m: Manifest, task_id: str) -> Task:
+    for t in m.tasks:
+        if t.id == task_id:
+            return t
+    known = ", ".join(t.id for t in m.tasks)
+    raise CliError(f"kata {m.id} has no task called {task_id}; its tasks are: {known}")
+
+
+def _reset_hints(root: Path, path: Path, kata_id: str | None, task_id: str | None) -> int:
+    """Hide hints again: of one task, of every task of a kata, or (no kata named) of all katas."""
+    shown = _load_json(path, {})
+    if kata_id is None:
+        keys, what = list(shown), "every kata"
+    else:
+        m = _find_kata(root, kata_id)
+        if task_id is not None:
+            keys, what = [f"{m.id}/{_task_of(m, task_id).id}"], f"{m.id} · {task_id}"
+        else:
+            keys, what = [k for k in shown if k.split("/", 1)[0] == m.id], m.id
+    for k in keys:
+        shown.pop(k, None)
+    _save_json(path, shown)
+    say(f"hints hidden again for {what}")
+    return EXIT_OK
+
+
+def _next_task(root: Path, m: Manifest) -> Task:
     """The task to hint: the kata's next task from the last run, else its first task."""
     progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
     kata = progress["katas"].get(m.id)
     if kata is not None:
         run = RunResult.from_dict({"katas": [kata]})
         nxt = run.katas[0].next_task
-        if nxt is not None:
-            return m.task(nxt.id)
+        task = next((t for t in m.tasks if nxt is not None and t.id == nxt.id), None)
+        if task is not None:  # a task of the last run may since have left the manifest
+            return task
     return m.tasks[0]
 
 
@@ -187,11 +229,12 @@ def cmd_new(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     for p in written:
         say(f"created {p.relative_to(root)}")
-    say(f"next: edit the files, then `kata verify katas/phase{args.phase:02d}/{args.name}`")
+    say(f"next: edit the files, then `{command()} verify katas/phase{args.phase:02d}/{args.name}`")
     return EXIT_OK
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from .shortcuts import table as shortcut_table
     from .verify import verify
 
     root = find_root(args.root)
@@ -200,7 +243,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not p.exists():
             raise CliError(f"{p} does not exist")
     extra = ["-n", str(args.jobs)] if args.jobs else []
-    verdicts = verify(paths, root, extra)
+    verdicts = verify(paths, root, extra, run_shortcuts=not args.no_shortcuts)
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
     failed = 0
@@ -214,6 +257,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 say(f"    {p}", red=True)
         for n in v.notes:
             say(f"    note: {n}", yellow=True)
+    scores = [s for v in verdicts for s in v.shortcuts]
+    if scores:
+        say("shortcuts, points of the task each dodges:", bold=True)
+        for line in shortcut_table(scores):
+            say(f"  {line}")
     say(f"{len(verdicts) - failed} of {len(verdicts)} katas verified", bold=True)
     return EXIT_FAILED if failed else EXIT_OK
 
@@ -276,9 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("kata", nargs="?")
     s.set_defaults(func=cmd_progress)
     s = sub.add_parser("hint", help="reveal the next hint of a task")
-    s.add_argument("kata")
+    s.add_argument("kata", nargs="?", help="with --reset and no kata: every kata")
     s.add_argument("task", nargs="?", help="default: the kata's next task")
-    s.add_argument("--reset", action="store_true", help="hide this task's hints again")
+    s.add_argument(
+        "--reset",
+        action="store_true",
+        help="hide hints again: of the task, of every task of the kata, or of all katas",
+    )
     s.set_defaults(func=cmd_hint)
     s = sub.add_parser("watch", help="re-run a kata's tests whenever you save a file")
     s.add_argument("path", nargs="?", help="a kata id, or a path (default: all katas)")
@@ -291,9 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("name")
     s.add_argument("--title")
     s.set_defaults(func=cmd_new)
-    s = sub.add_parser("verify", help="check katas: reference passes, stubs fail every task")
+    s = sub.add_parser(
+        "verify", help="check katas: reference passes, stubs fail every task, shortcuts earn little"
+    )
     s.add_argument("paths", nargs="*")
     s.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")
+    s.add_argument(
+        "--no-shortcuts", action="store_true", help="do not run the katas' shortcut submissions"
+    )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (
         ("grade", "harness.grade", "grade from the canonical tests (autograders)"),
@@ -325,11 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         args.pytest_args = extra
     try:
         return args.func(args)
-    except CliError as e:
+    except (CliError, ManifestError) as e:
         print(f"kata: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (ManifestError, KeyError) as e:
-        print(f"kata: {e}", file=sys.stderr)
+    except OSError as e:  # a file we read or write: say which and why, not the exception's repr
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"kata: {where}{e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
 
 

@@ -20,25 +20,56 @@ from pathlib import Path
 from .manifest import Manifest, load_manifest
 
 IMPLS = ("learner", "solution")
+SHORTCUT_PREFIX = "shortcut:"  # --kata-impl=shortcut:<name>: solutions/<kata>/shortcuts/<name>
+SHORTCUTS_DIR = "shortcuts"
 
 
 class KataLoadError(Exception):
     """A kata module could not be imported (syntax error, missing file, import error)."""
 
 
-def solution_dir(kata_dir: Path) -> Path | None:
-    """The mirror of `kata_dir` under the repository's solutions/ tree, if there is one."""
+def check_impl(value: str) -> str:
+    """`--kata-impl`'s value: learner, solution or shortcut:<name>; ValueError otherwise."""
+    if value in IMPLS:
+        return value
+    name = shortcut_name(value)
+    if name is None:
+        raise ValueError(f"expected learner, solution or shortcut:<name>; got {value!r}")
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"{value!r}: a shortcut is named by its directory, e.g. shortcut:naive")
+    return value
+
+
+def shortcut_name(impl: str) -> str | None:
+    """ "naive" for "shortcut:naive"; None for learner and solution."""
+    return impl[len(SHORTCUT_PREFIX) :] if impl.startswith(SHORTCUT_PREFIX) else None
+
+
+def shortcut_dir(kata_dir: Path, name: str) -> Path:
+    """Where shortcut `name` of a kata lives (whether or not it exists)."""
+    base = _mirror(kata_dir) or kata_dir / "solutions"
+    return base / SHORTCUTS_DIR / name
+
+
+def _mirror(kata_dir: Path) -> Path | None:
+    """`solutions/phaseNN/<kata>` for `katas/phaseNN/<kata>`, whether or not it exists."""
     for parent in kata_dir.parents:
         if parent.name == "katas":
-            mirror = parent.parent / "solutions" / kata_dir.relative_to(parent)
-            return mirror if mirror.is_dir() else None
+            return parent.parent / "solutions" / kata_dir.relative_to(parent)
     return None
+
+
+def solution_dir(kata_dir: Path) -> Path | None:
+    """The mirror of `kata_dir` under the repository's solutions/ tree, if there is one."""
+    mirror = _mirror(kata_dir)
+    return mirror if mirror is not None and mirror.is_dir() else None
 
 
 def _package_name(manifest: Manifest, impl: str) -> str:
     # The directory's hash keeps two checkouts of one kata apart in one process (pytester runs).
     tag = hashlib.sha1(str(manifest.dir).encode()).hexdigest()[:8]
-    return f"_kata_p{manifest.phase:02d}_{re.sub(r'[^a-z0-9]', '_', manifest.id)}_{impl}_{tag}"
+    kata, impl_tag = (re.sub(r"[^a-z0-9]", "_", x.lower()) for x in (manifest.id, impl))
+    return f"_kata_p{manifest.phase:02d}_{kata}_{impl_tag}_{tag}"
 
 
 @dataclass
@@ -47,16 +78,23 @@ class KataContext:
 
     dir: Path
     manifest: Manifest
-    impl: str  # "learner" or "solution"
+    impl: str  # "learner", "solution" or "shortcut:<name>"
 
     @property
     def search_path(self) -> list[Path]:
-        if self.impl == "solution":
-            sol = solution_dir(self.dir)
-            if sol is None:
-                raise KataLoadError(f"--kata-impl=solution: no solutions/ mirror for {self.dir}")
+        if self.impl == "learner":
+            return [self.dir]
+        sol = solution_dir(self.dir)
+        if sol is None:
+            raise KataLoadError(f"--kata-impl={self.impl}: no solutions/ mirror for {self.dir}")
+        name = shortcut_name(self.impl)
+        if name is None:
             return [sol, self.dir]
-        return [self.dir]
+        # A shortcut holds only the files it replaces; the rest come from the reference.
+        short = shortcut_dir(self.dir, name)
+        if not short.is_dir():
+            raise KataLoadError(missing_shortcut(self.dir, name))
+        return [short, sol, self.dir]
 
     def source(self, name: str) -> Path:
         """The file `name` (e.g. "allocator.c") of this implementation: solution first, then kata."""
@@ -93,6 +131,23 @@ class KataContext:
             package.__path__ = paths
             sys.modules[name] = package
         return name
+
+
+def missing_shortcut(kata_dir: Path, name: str) -> str:
+    """The sentence for a --kata-impl=shortcut:<name> that this kata does not have."""
+    where = shortcut_dir(kata_dir, name)
+    there = shortcuts_of(kata_dir)
+    have = f"its shortcuts: {', '.join(there)}" if there else "it has no shortcuts"
+    return (
+        f"--kata-impl=shortcut:{name}: kata {kata_dir.name} has no shortcut {name!r} "
+        f"({where} does not exist; {have})"
+    )
+
+
+def shortcuts_of(kata_dir: Path) -> list[str]:
+    """The names of a kata's shortcut directories, sorted."""
+    base = shortcut_dir(kata_dir, "_").parent
+    return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
 
 
 def context_for(path: Path, impl: str) -> KataContext:

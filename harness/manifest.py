@@ -17,7 +17,7 @@ from typing import Any
 MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
-    "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind",
+    "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
     "namespaces", "cgroups", "netns", "chromium",
 )  # fmt: skip
 LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
@@ -42,6 +42,8 @@ class Task:
     weights: tuple[tuple[str, float], ...] = ()  # pattern -> weight of matching tests (default 1)
     tier: str | None = None
     capabilities: tuple[str, ...] = ()
+    # When a gate test of this task fails, the task earns at most this fraction of its points.
+    gate_fraction: float = 0.0
 
     def matches(self, file_name: str, test_name: str) -> bool:
         return any(_match(p, file_name, test_name) for p in self.tests)
@@ -69,6 +71,8 @@ class Manifest:
     memory_limit_mb: int = 2048
     tags: tuple[str, ...] = ()
     budgets: dict[str, Any] = field(default_factory=dict)
+    gate_fraction: float = 0.0  # the kata-wide default of the tasks' gate_fraction
+    given: tuple[str, ...] = ()  # modules the learner uses but does not edit (kata-relative)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -175,9 +179,11 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
-    "time_limit", "memory_limit_mb", "tags", "budgets",
+    "time_limit", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
 }  # fmt: skip
-_TASK = {"id", "title", "points", "tests", "hints", "weights", "tier", "capabilities"}
+_TASK = {
+    "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
+}  # fmt: skip
 
 
 def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
@@ -210,6 +216,9 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     tier = requires.choice("tier", TIERS, "cpu")
     caps = requires.choices("capabilities", CAPABILITIES)
 
+    gate_default = _kata_gate_fraction(top)
+    given = _given(top, files)
+
     raw_tasks = top.get("tasks", list, what="an array of tables ([[tasks]])")
     if not raw_tasks:
         raise top.fail("tasks", "must list at least one task ([[tasks]])")
@@ -217,7 +226,7 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     for i, raw in enumerate(raw_tasks):
         if not isinstance(raw, dict):
             raise ManifestError(path, f"tasks[{i}]", "must be a table ([[tasks]])")
-        tasks.append(_parse_task(_Fields(path, raw, f"tasks[{i}].")))
+        tasks.append(_parse_task(_Fields(path, raw, f"tasks[{i}]."), gate_default))
     seen: set[str] = set()
     for i, t in enumerate(tasks):
         if t.id in seen:
@@ -229,11 +238,47 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
-        budgets=budgets, raw=data,
+        budgets=budgets, gate_fraction=gate_default, given=given, raw=data,
     )  # fmt: skip
 
 
-def _parse_task(f: _Fields) -> Task:
+def _gate_fraction(f: _Fields, default: float) -> float:
+    value = f.get("gate_fraction", (int, float), default, "a number from 0 to 1")
+    if not 0 <= value < 1:
+        raise f.fail(
+            "gate_fraction",
+            f"must be a number from 0 up to (not including) 1, got {value!r} "
+            "(1 would let a failed gate cost nothing)",
+        )
+    return float(value)
+
+
+def _kata_gate_fraction(top: _Fields) -> float:
+    """The kata-wide default: top-level `gate_fraction`, or `[kata] gate_fraction` (one of them)."""
+    table = _Fields(top.path, top.get("kata", dict, {}, "a table ([kata])"), "kata.")
+    table.unknown({"gate_fraction"})
+    if "gate_fraction" in table.table and "gate_fraction" in top.table:
+        raise top.fail("gate_fraction", "is also set as kata.gate_fraction; keep one of them")
+    return _gate_fraction(table if "gate_fraction" in table.table else top, 0.0)
+
+
+def _given(top: _Fields, files: tuple[str, ...]) -> tuple[str, ...]:
+    """`given`: the kata's modules a learner uses but does not edit; they live in the kata dir."""
+    given = top.strings("given")
+    for i, name in enumerate(given):
+        where = f"given[{i}]"
+        if name.startswith("/") or ".." in Path(name).parts:
+            raise ManifestError(top.path, where, f"must be relative to the kata, got {name!r}")
+        if name in files:
+            raise ManifestError(
+                top.path, where, f"{name!r} is a learner file (in files), not given code"
+            )
+        if not (top.path.parent / name).is_file():
+            raise ManifestError(top.path, where, f"{name!r} does not exist in {top.path.parent}")
+    return given
+
+
+def _parse_task(f: _Fields, gate_default: float = 0.0) -> Task:
     f.unknown(_TASK)
     task_id = f.text("id")
     if not _ID.match(task_id):
@@ -254,6 +299,7 @@ def _parse_task(f: _Fields) -> Task:
     return Task(
         id=task_id, title=f.text("title"), points=points, tests=tests, hints=f.strings("hints"),
         weights=tuple(weights), tier=tier, capabilities=f.choices("capabilities", CAPABILITIES),
+        gate_fraction=_gate_fraction(f, gate_default),
     )  # fmt: skip
 
 

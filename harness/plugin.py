@@ -24,7 +24,15 @@ from typing import Any
 
 import pytest
 
-from .loader import IMPLS, KataContext, KataLoadError, context_for
+from .loader import (
+    KataContext,
+    KataLoadError,
+    check_impl,
+    context_for,
+    missing_shortcut,
+    shortcut_dir,
+    shortcut_name,
+)
 from .manifest import MANIFEST_NAME, Manifest, ManifestError, Task, load_manifest
 from .results import (
     ERROR,
@@ -56,6 +64,7 @@ pytest_plugins = [
 PROPS_KEY = (
     "gpu_katas"  # the user_properties entry that carries our per-test data to the controller
 )
+GATE_MARKER = "kata_gate"
 
 
 @dataclass
@@ -66,6 +75,7 @@ class KataItemInfo:
     skip_reason: str = ""  # a tier/capability is missing
     missing: str = ""  # ... which one (grade mode: the grader's fault, see harness.grading)
     fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
+    gate: str = ""  # the kata_gate sentence, when this test gates its task
 
 
 @dataclass
@@ -95,9 +105,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-katas")
     g.addoption(
         "--kata-impl",
-        choices=IMPLS,
+        type=_impl_option,
         default=os.environ.get("KATA_IMPL", "learner"),
-        help="run the tests against the learner's files (default) or the reference solutions",
+        metavar="learner|solution|shortcut:NAME",
+        help="run the tests against the learner's files (default), the reference solutions, or "
+        "a shortcut submission (solutions/<kata>/shortcuts/NAME over the reference)",
+    )
+    g.addoption(
+        "--kata-task",
+        action="append",
+        default=[],
+        metavar="TASK",
+        help="run only the tests of this task (by id; may be given several times)",
     )
     g.addoption("--kata-tier", choices=("cpu", "cluster-sim", "gpu"), help="force the tier down")
     g.addoption(
@@ -134,7 +153,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kata-no-budgets", action="store_true", help="skip performance-budget tests")
 
 
+def _impl_option(value: str) -> str:
+    import argparse
+
+    try:
+        return check_impl(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{GATE_MARKER}(sentence): this test catches a named shortcut; when it fails, its task "
+        "earns at most the manifest's gate_fraction of its points, and the sentence says why",
+    )
     worker = getattr(config, "workerinput", None)
     if worker is not None and "kata_capabilities" in worker:
         caps = Capabilities.from_json(worker["kata_capabilities"])
@@ -162,6 +195,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[STATE] = state
     if worker is None:
         config.pluginmanager.register(ResultCollector(state), "gpu-katas-results")
+    config.pluginmanager.register(_TaskCoverage(state), "gpu-katas-task-coverage")
     # Learners read short tracebacks; --tb=long still works when asked for.
     if getattr(config.option, "tbstyle", "auto") == "auto":
         config.option.tbstyle = "short"
@@ -175,6 +209,18 @@ class _XdistHooks:
     @pytest.hookimpl
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kata_capabilities"] = _state(node.config).caps.to_json()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """`pytest katas/phase09` where there is none: name the phases that are there."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    from .guide import missing_path
+
+    problem = missing_path(config.rootpath, config.invocation_params.dir, list(config.args))
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -192,8 +238,11 @@ class KataDir(pytest.Dir):
 
     def collect(self):
         manifest = load_manifest(self.path)  # a ManifestError becomes this node's collection error
-        yield from super().collect()
         state = _state(self.config)
+        name = shortcut_name(state.impl)
+        if name is not None and not shortcut_dir(self.path, name).is_dir():
+            raise KataLoadError(missing_shortcut(self.path, name))
+        yield from super().collect()
         if state.hidden == "off":
             return
         from .loader import solution_dir
@@ -202,7 +251,8 @@ class KataDir(pytest.Dir):
         if sol is None:
             return
         for path in sorted(sol.rglob("test_*.py")):
-            if "__pycache__" in path.parts:
+            rel = path.relative_to(sol).parts
+            if "__pycache__" in rel or rel[0] == "shortcuts":  # shortcuts hold learner files
                 continue
             ihook = self.session.gethookproxy(path)
             yield from ihook.pytest_collect_file(file_path=path, parent=self)
@@ -211,6 +261,8 @@ class KataDir(pytest.Dir):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
         if isinstance(excinfo.value, ManifestError):
             return f"invalid kata manifest: {excinfo.value}"
+        if isinstance(excinfo.value, KataLoadError):
+            return str(excinfo.value)
         return super().repr_failure(excinfo)
 
 
@@ -228,7 +280,25 @@ def _item_info(item: pytest.Item, state: KataState) -> KataItemInfo | None:
     name = getattr(item, "originalname", item.name)
     task = ctx.manifest.task_for(item.path.name, name)
     hidden = Path(item.nodeid.split("::")[0]).parts[:1] == ("solutions",)
-    return KataItemInfo(ctx.manifest, task, hidden)
+    return KataItemInfo(ctx.manifest, task, hidden, gate=gate_sentence(item))
+
+
+def gate_sentence(item: pytest.Item) -> str:
+    """The sentence of the test's ``kata_gate`` marker ("" if it has none).
+
+    A marker without exactly one non-empty sentence is a mistake of the test's author: it raises
+    a usage error naming the test, since a silent gate would never take points.
+    """
+    marker = item.get_closest_marker(GATE_MARKER)
+    if marker is None:
+        return ""
+    args = marker.args
+    if len(args) != 1 or not isinstance(args[0], str) or not args[0].strip() or marker.kwargs:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{GATE_MARKER} takes one sentence saying what the "
+            f"submission does wrong, got args={args!r} kwargs={marker.kwargs!r}"
+        )
+    return " ".join(args[0].split())
 
 
 def _context(state: KataState, path: Path) -> KataContext:
@@ -274,6 +344,70 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     break
         if info.skip_reason and not info.fail_reason:
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
+    if config.option.kata_task:
+        _keep_tasks(config, items, set(config.option.kata_task))
+
+
+def _keep_tasks(config: pytest.Config, items: list[pytest.Item], tasks: set[str]) -> None:
+    """--kata-task: deselect the kata tests of every other task (`kata verify` runs a shortcut's
+    task only); tests outside katas are left alone."""
+    known = {
+        t.id
+        for item in items
+        if ITEM_INFO in item.stash
+        for t in item.stash[ITEM_INFO].manifest.tasks
+    }
+    unknown = sorted(tasks - known)
+    if unknown and items:
+        raise pytest.UsageError(
+            f"--kata-task: no collected kata has a task {', '.join(map(repr, unknown))}"
+        )
+    keep, drop = [], []
+    for item in items:
+        info = item.stash.get(ITEM_INFO, None)
+        task = info.task.id if info is not None and info.task is not None else None
+        (drop if info is not None and task not in tasks else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+class KataTaskWarning(pytest.PytestWarning):
+    """A task of a kata matches none of its tests, so its points cannot be earned."""
+
+
+class _TaskCoverage:
+    """Warn at run time, not only in `kata verify`, when a task matches none of its kata's tests.
+
+    Judged before -k, -m and --deselect drop items, and only for katas whose test files were all
+    collected: a one-file run leaves the other files' tasks without tests, and that is fine.
+    """
+
+    def __init__(self, state: KataState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        import warnings
+
+        from .guide import kata_test_files, no_test_warning, tasks_without_tests
+        from .loader import solution_dir
+
+        by_kata: dict[Path, tuple[Manifest, list[pytest.Item]]] = {}
+        for item in items:
+            try:
+                manifest = _context(self.state, item.path).manifest
+            except (KataLoadError, ManifestError):
+                continue
+            by_kata.setdefault(manifest.dir, (manifest, []))[1].append(item)
+        for kata_dir, (manifest, kata_items) in by_kata.items():
+            hidden = solution_dir(kata_dir) if self.state.hidden != "off" else None
+            if not kata_test_files(kata_dir, hidden) <= {i.path for i in kata_items}:
+                continue
+            tests = [(i.path.name, getattr(i, "originalname", i.name)) for i in kata_items]
+            for task in tasks_without_tests(manifest, tests):
+                warning = KataTaskWarning(no_test_warning(manifest, task))
+                warnings.warn_explicit(warning, KataTaskWarning, str(manifest.path), 1)
 
 
 @pytest.fixture(scope="module")  # module scope: usable from hypothesis @given tests
@@ -380,6 +514,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return report
     props: dict[str, Any] = {"kata": info.manifest.id, "task": info.task.id if info.task else None}
     props["hidden"] = info.hidden
+    if info.gate:
+        props["gate"] = info.gate
     if item.stash.get(METRICS, None):
         props["metrics"] = item.stash[METRICS]
     if report.skipped and info.skip_reason:
@@ -392,7 +528,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             msg = str(call.excinfo.value) or "not implemented yet"
             props["outcome"] = NOT_STARTED
             props["message"] = f"not started: {msg} ({where})"
-            report.longrepr = props["message"]
+            # Reported to pytest as a skip, not a failure: `-x` stops at and `--lf` reruns
+            # real failures only. The exit status still says "not solved" (ResultCollector).
+            report.outcome = "skipped"
+            report.longrepr = (item.location[0], (item.location[1] or 0) + 1, props["message"])
         else:
             props["message"] = _message(call.excinfo, info.hidden)
             if info.hidden:
@@ -401,10 +540,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = str(call.excinfo.value)
             else:
                 props["line"], props["source"] = _failing_source(call.excinfo, item)
+            if info.task is not None and info.gate:
+                report.sections.append(
+                    (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
+                )
             if info.task is not None and info.task.hints:
                 report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
     report.user_properties.append((PROPS_KEY, props))
     return report
+
+
+def _gate_note(gate: str, task: Task) -> str:
+    cap = task.points * task.gate_fraction
+    most = f"at most {cap:g} of its {task.points} points" if cap else "no points"
+    return f"{gate} — task {task.id!r} earns {most} while this test fails"
 
 
 def _props(report: pytest.TestReport) -> dict[str, Any] | None:
@@ -416,7 +565,7 @@ def _props(report: pytest.TestReport) -> dict[str, Any] | None:
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
     props = _props(report)
-    if props and props.get("outcome") == NOT_STARTED and report.failed:
+    if props and props.get("outcome") == NOT_STARTED and report.skipped:
         return "not started", "N", ("NOT STARTED", {"yellow": True})
     return None
 
@@ -497,6 +646,7 @@ class ResultCollector:
             source=props.get("source", ""),
             output="" if hidden or report.passed else _captured(report),
             hidden=hidden,
+            gate=props.get("gate", ""),
         )
         if record is not None:
             self.builder.add(record)
@@ -508,6 +658,11 @@ class ResultCollector:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Under xdist the controller collects nothing: each worker sends its ids in file order.
         self.builder.set_order(list(ids))
+
+    def pytest_warning_recorded(self, warning_message: Any) -> None:
+        # Also the workers' warnings: xdist replays them here.
+        if issubclass(warning_message.category, KataTaskWarning):
+            self.builder.add_warning(str(warning_message.message))
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -522,6 +677,9 @@ class ResultCollector:
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
         from .reports import report_options, save_progress, write_reports
 
+        if exitstatus == pytest.ExitCode.OK and self.builder.has_outcome(NOT_STARTED):
+            # Not-started tests report as skips (see makereport), but the kata is not solved.
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
         result = self.state.result = self.builder.build(exit_status=int(exitstatus))
         from .grading import active, apply, optional_names
 

@@ -9,6 +9,7 @@ from a count of passes.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
@@ -21,9 +22,10 @@ from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
 # Test outcomes, from the learner's point of view.
 PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR = "passed", "failed", "not_started", "skipped", "error"
 # Task statuses.
-TASK_PASSED, TASK_FAILING, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
+TASK_PASSED, TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
     "passed",
     "failing",
+    "in progress",  # some tests pass, the rest are not started: nothing is wrong yet
     "not started",
     "skipped",
     "not run",
@@ -48,12 +50,18 @@ class TestRecord:
     line: int | None = None
     source: str = ""  # failing source lines (public tests only)
     output: str = ""  # captured stdout/stderr of a failing public test, capped
+    gate: str = ""  # a gate test's sentence (@pytest.mark.kata_gate), whatever its outcome
     seq: int = -1  # position in pytest's collection order (test-file order); -1: unknown
     missing: str = ""  # the tier or capability this machine lacks, when that skipped the test
 
     @property
     def ok(self) -> bool:
         return self.outcome == PASSED
+
+    @property
+    def gate_failed(self) -> bool:
+        """A gate that caught its shortcut: not a test that never started or was skipped."""
+        return bool(self.gate) and self.outcome in (FAILED, ERROR)
 
 
 @dataclass
@@ -63,6 +71,7 @@ class TaskResult:
     points: int
     hints: list[str]
     tests: list[TestRecord] = field(default_factory=list)
+    gate_fraction: float = 0.0  # the most a task with a failed gate earns, as a share of points
     excused: str = ""  # why this grader leaves the task out of the possible points (grade mode)
 
     @property
@@ -87,9 +96,43 @@ class TaskResult:
         return _split(self.possible, [t.weight for t in self.tests])
 
     @property
+    def gate_reasons(self) -> list[str]:
+        """The sentences of this task's failed gates, each once, in test order."""
+        return list(dict.fromkeys(t.gate for t in self.tests if t.gate_failed))
+
+    @property
+    def gate_cap(self) -> float:
+        """The most this task earns while a gate fails: gate_fraction of its points, rounded
+        down to a multiple of :attr:`unit` (so it, too, adds up exactly)."""
+        d = _denominator(self.possible, [t.weight for t in self.tests])
+        return math.floor(self.possible * self.gate_fraction * d + 1e-9) / d
+
+    @property
+    def earned_before_gate(self) -> float:
+        """What the passing tests are worth, as if no gate had failed."""
+        return sum(s for s, t in zip(self.shares, self.tests, strict=True) if t.ok)
+
+    @property
     def scores(self) -> list[float]:
-        """Each test's earned points (its share when it passed): what every report lists."""
-        return [s if t.ok else 0.0 for s, t in zip(self.shares, self.tests, strict=True)]
+        """Each test's earned points: its share when it passed, scaled down when a gate failed.
+
+        Under a failed gate the passing tests split min(earned, cap) by their shares, rounded
+        on the running total in multiples of :attr:`unit`, so the scores add up to
+        :attr:`earned` exactly in every report (and in the graders' own sums).
+        """
+        raw = [s if t.ok else 0.0 for s, t in zip(self.shares, self.tests, strict=True)]
+        d = _denominator(self.possible, [t.weight for t in self.tests])
+        total = round(sum(raw) * d)  # exact: the shares are multiples of 1/d
+        limit = min(total, round(self.gate_cap * d)) if self.gate_reasons else total
+        if limit == total or not total:
+            return raw
+        out, running, edge = [], 0, 0
+        for s in raw:
+            running += round(s * d)
+            nxt = round(limit * running / total)
+            out.append((nxt - edge) / d)
+            edge = nxt
+        return out
 
     @property
     def earned(self) -> float:
@@ -108,6 +151,8 @@ class TaskResult:
             return TASK_SKIPPED
         if outcomes <= {NOT_STARTED, SKIPPED}:
             return TASK_NOT_STARTED
+        if NOT_STARTED in outcomes and not outcomes & {FAILED, ERROR}:
+            return TASK_IN_PROGRESS
         return TASK_FAILING
 
     @property
@@ -124,6 +169,7 @@ class KataResult:
     path: str  # kata directory, relative to the root
     tasks: list[TaskResult]
     errors: list[str] = field(default_factory=list)  # collection errors, unassigned tests
+    warnings: list[str] = field(default_factory=list)  # e.g. a task that matches no test
 
     @property
     def points(self) -> int:
@@ -137,7 +183,7 @@ class KataResult:
     def next_task(self) -> TaskResult | None:
         """The first task, in manifest order, that the learner can still make progress on."""
         for t in self.tasks:
-            if t.status in (TASK_FAILING, TASK_NOT_STARTED):
+            if t.status in (TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED):
                 return t
         return None
 
@@ -189,6 +235,7 @@ class RunResult:
             kd["points"], kd["earned"], kd["status"] = k.points, k.earned, k.status
             for td, t in zip(kd["tasks"], k.tasks, strict=True):
                 td["earned"], td["status"] = t.earned, t.status
+                td["earned_before_gate"], td["gate_reasons"] = t.earned_before_gate, t.gate_reasons
         return d
 
     @classmethod
@@ -202,12 +249,21 @@ class RunResult:
                     t["points"],
                     list(t["hints"]),
                     [TestRecord(**r) for r in t["tests"]],
+                    t.get("gate_fraction", 0.0),
                     t.get("excused", ""),
                 )
                 for t in kd["tasks"]
             ]
             katas.append(
-                KataResult(kd["id"], kd["title"], kd["phase"], kd["path"], tasks, kd["errors"])
+                KataResult(
+                    kd["id"],
+                    kd["title"],
+                    kd["phase"],
+                    kd["path"],
+                    tasks,
+                    kd["errors"],
+                    list(kd.get("warnings", [])),
+                )
             )
         return cls(
             katas,
@@ -252,7 +308,9 @@ class ResultBuilder:
         self.records: dict[str, TestRecord] = {}
         self.katas: dict[Path, Manifest] = {}
         self.kata_errors: dict[Path, list[str]] = {}
+        self.bad_manifests: dict[Path, str] = {}  # kata dir -> why its manifest does not load
         self.errors: list[str] = []
+        self.warnings: list[str] = []  # "kata <id>: ..." sentences, each once
         self.order: dict[str, int] = {}  # node id -> position in collection order
 
     def set_order(self, nodeids: list[str]) -> None:
@@ -264,10 +322,13 @@ class ResultBuilder:
         kata_dir = kata_of_file((self.root / file_part).resolve())
         if kata_dir is None:
             return None
+        if kata_dir in self.bad_manifests:
+            return None  # said once already
         if kata_dir not in self.katas:
             try:
                 self.katas[kata_dir] = load_manifest(kata_dir)
             except ManifestError as e:
+                self.bad_manifests[kata_dir] = str(e)
                 self.errors.append(str(e))
                 return None
         return self.katas[kata_dir]
@@ -277,8 +338,8 @@ class ResultBuilder:
         kata_dir = kata_of_file(path) if nodeid else None
         if kata_dir is not None and self.manifest_for(nodeid.split("::")[0]) is not None:
             self.kata_errors.setdefault(kata_dir, []).append(message)
-        else:
-            self.errors.append(message)
+        elif kata_dir is None or self.bad_manifests.get(kata_dir, "\0") not in message:
+            self.errors.append(message)  # (a broken manifest's own collection error is said)
 
     def add(self, record: TestRecord) -> None:
         previous = self.records.get(record.nodeid)
@@ -289,6 +350,13 @@ class ResultBuilder:
                 previous.duration = record.duration
                 return
         self.records[record.nodeid] = record
+
+    def add_warning(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def has_outcome(self, outcome: str) -> bool:
+        return any(r.outcome == outcome for r in self.records.values())
 
     def new_record(self, nodeid: str, **fields: Any) -> TestRecord | None:
         """A record for `nodeid` with kata, task and weight filled in from its manifest."""
@@ -326,7 +394,9 @@ class ResultBuilder:
                 tests = sorted(
                     (r for r in records if r.task == t.id), key=lambda r: (r.seq, r.nodeid)
                 )
-                tasks.append(TaskResult(t.id, t.title, t.points, list(t.hints), tests))
+                tasks.append(
+                    TaskResult(t.id, t.title, t.points, list(t.hints), tests, t.gate_fraction)
+                )
             for r in records:
                 if r.task is None:
                     errors.append(f"{r.nodeid}: belongs to no task in {m.path.name}")
@@ -334,7 +404,8 @@ class ResultBuilder:
                 rel = str(kata_dir.relative_to(self.root))
             except ValueError:
                 rel = str(kata_dir)
-            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors))
+            mine = [w for w in self.warnings if w.startswith(f"kata {m.id}: ")]
+            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine))
         return RunResult(
             katas,
             self.impl,

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .guide import command
 from .results import (
     TASK_FAILING,
+    TASK_IN_PROGRESS,
     TASK_NOT_RUN,
     TASK_NOT_STARTED,
     TASK_PASSED,
@@ -22,6 +24,7 @@ from .results import (
 _MARK = {
     TASK_PASSED: ("✓", {"green": True}),
     TASK_FAILING: ("✗", {"red": True}),
+    TASK_IN_PROGRESS: ("◐", {"yellow": True}),
     TASK_NOT_STARTED: ("○", {"yellow": True}),
     TASK_SKIPPED: ("-", {"cyan": True}),
     TASK_NOT_RUN: ("·", {}),
@@ -36,16 +39,23 @@ def fmt_points(x: float) -> str:
 
 def task_detail(task: TaskResult) -> str:
     status = task.status
-    if status == TASK_FAILING:
+    if status in (TASK_FAILING, TASK_IN_PROGRESS):
         passed = sum(t.ok for t in task.tests)
-        return f"failing ({passed} of {len(task.tests)} tests pass)"
+        detail = f"{status} ({passed} of {len(task.tests)} tests pass)"
+        if task.gate_reasons:
+            cap = task.gate_cap
+            detail += f"; a gate failed: at most {fmt_points(cap)}" if cap else "; a gate failed: 0"
+        return detail
     if status == TASK_SKIPPED:
         return "skipped: " + "; ".join(task.skip_reasons)
     return status
 
 
-def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
-    """The summary of one kata as (text, markup) lines; shared by `kata progress`."""
+def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str, dict[str, bool]]]:
+    """The summary of one kata as (text, markup) lines; shared by `kata progress`.
+
+    `kata_cmd` is how the suggested `kata hint` is spelled (default: as this shell can run it).
+    """
     out: list[tuple[str, dict[str, bool]]] = []
     head = f"phase {kata.phase:02d} · {kata.id} — {kata.title}"
     out.append((f"{head}  {fmt_points(kata.earned)}/{kata.points} points", {"bold": True}))
@@ -54,11 +64,16 @@ def kata_lines(kata: KataResult) -> list[tuple[str, dict[str, bool]]]:
         mark, markup = _MARK[t.status]
         pts = f"{fmt_points(t.earned)}/{t.points}"
         out.append((f"  {mark} {t.id:<{width}}  {pts:>7}  {t.title} — {task_detail(t)}", markup))
+        for reason in t.gate_reasons:
+            out.append((f"    {' ' * width}gate: {reason}", {"red": True}))
     for err in kata.errors:
         out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
+    for warning in kata.warnings:
+        out.append((f"  ! {warning.removeprefix(f'kata {kata.id}: ')}", {"yellow": True}))
     nxt = kata.next_task
     if nxt is not None:
-        hint = f" Hint: `kata hint {kata.id} {nxt.id}`." if nxt.hints else ""
+        kata_cmd = kata_cmd or command("kata")
+        hint = f" Hint: `{kata_cmd} hint {kata.id} {nxt.id}`." if nxt.hints else ""
         out.append((f"  next: {nxt.id} — {nxt.title}.{hint}", {"bold": True}))
     elif all(t.status == TASK_PASSED for t in kata.tasks):
         out.append(("  all tasks pass — well done.", {"green": True}))

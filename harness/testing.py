@@ -2,7 +2,7 @@
 
 Tests import from here freely; learner modules must not (it is grader-side code).
 
-    from harness.testing import hidden_settings, wrote_nothing
+    from harness.testing import fresh_module, hidden_settings, watch_calls, wrote_nothing
 
     @hidden_settings()
     @given(n=st.integers(1, 3000))
@@ -45,3 +45,85 @@ def wrote_nothing(out: Any, sentinel: float | None = None) -> bool:
     if sentinel is None:
         return bool(arr.size) and bool(np.all(np.isnan(arr)))
     return bool(np.all(arr == sentinel))
+
+
+# C functions through which Python starts another program (subprocess, os.system, spawn, exec)
+_PROCESS_STARTERS = {
+    ("_posixsubprocess", "fork_exec"),
+    *(("posix", f) for f in ("system", "posix_spawn", "posix_spawnp", "fork", "execv", "execve")),
+    *(("nt", f) for f in ("system", "spawnv", "spawnve", "startfile")),
+}
+
+
+class CallLog:
+    """What the code run under :func:`watch_calls` called that a solution must not."""
+
+    def __init__(self, targets: tuple[str, ...]) -> None:
+        self.targets = targets
+        self.calls: list[str] = []  # "module.function" of each forbidden call, first one first
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def __str__(self) -> str:
+        return ", ".join(dict.fromkeys(self.calls)) or "nothing forbidden"
+
+
+def watch_calls(*targets: Any, processes: bool = True) -> Any:
+    """Context manager recording calls into `targets` (modules, or module name prefixes such
+    as "harness.cuda.static") and, with `processes`, the start of any other program. A gate uses
+    it to catch a submission that calls a given simulator or the grader's oracle (or runs
+    ptxas) instead of computing the answer itself::
+
+        with watch_calls(timeline) as log:
+            schedule.pipelined_time(1.0, 2.0, 3.0, 4)
+        assert not log, f"pipelined_time called {log}: derive the formula"
+
+    Only Python-level calls in this thread are seen (sys.setprofile), which is where learner
+    code runs in a test."""
+    import contextlib
+    import sys
+    import types
+
+    files = {t.__file__ for t in targets if isinstance(t, types.ModuleType)}
+    prefixes = tuple(t for t in targets if isinstance(t, str))
+    log = CallLog(tuple(getattr(t, "__name__", t) for t in targets))
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            module = frame.f_globals.get("__name__", "")
+            if code.co_filename in files or (prefixes and module.startswith(prefixes)):
+                log.calls.append(f"{module}.{code.co_name}")
+        elif event == "c_call" and processes:
+            key = (getattr(arg, "__module__", None), getattr(arg, "__name__", None))
+            if key in _PROCESS_STARTERS:
+                log.calls.append(f"{key[0]}.{key[1]} (another program)")
+
+    @contextlib.contextmanager
+    def watching() -> Any:
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            yield log
+        finally:
+            sys.setprofile(previous)
+
+    return watching()
+
+
+def fresh_module(module: Any) -> Any:
+    """Run `module`'s file again as a new module in the same package, and return it. Under
+    :func:`watch_calls` this also sees what the module does at import time (a table computed by
+    running ptxas when the module loads), which calling its functions alone would miss."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(f"{module.__name__}__fresh", module.__file__)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {module.__file__} again")
+    fresh = importlib.util.module_from_spec(spec)
+    fresh.__package__ = module.__package__  # its relative imports find the same siblings
+    sys.modules[spec.name] = fresh  # dataclasses look their module up while it loads
+    spec.loader.exec_module(fresh)
+    return fresh

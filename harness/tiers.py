@@ -28,6 +28,7 @@ _TOOLS = {
     "clang": "clang",
     "valgrind": "valgrind",
     "chromium": "chromium",
+    "cargo": "cargo",
 }
 
 

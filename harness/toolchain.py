@@ -41,6 +41,7 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "cu++filt": ("cu++filt",),
     "c++filt": ("c++filt",),
     "valgrind": ("valgrind",),
+    "cargo": ("cargo",),
 }
 
 # Tools that may live outside PATH, in a CUDA toolkit or in the nvidia-cuda-* PyPI wheels.
@@ -63,6 +64,8 @@ _ADVICE: dict[str, str] = {
     "cu++filt": _CUDA_ADVICE,
     "c++filt": "install binutils: `apt-get install -y binutils`",
     "valgrind": "install valgrind: `apt-get install -y valgrind`",
+    "cargo": "install Rust with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 "
+    "-sSf https://sh.rustup.rs | sh`) or `apt-get install -y cargo`",
 }
 
 
@@ -117,6 +120,9 @@ def search_dirs(name: str) -> list[Path]:
     dirs = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
     if name in _CUDA_TOOLS:
         dirs.extend(_cuda_dirs())
+    if name == "cargo":  # rustup installs into ~/.cargo/bin, often not yet on PATH
+        home = os.environ.get("CARGO_HOME") or str(Path.home() / ".cargo")
+        dirs.append(Path(home) / "bin")
     return dirs
 
 

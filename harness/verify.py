@@ -2,8 +2,10 @@
 
 For each kata: the manifest is valid and its id unique; every test belongs to a task and every
 task has tests; the reference solution passes every public and hidden test; the stubs fail at
-least one test of every task (so no task is vacuous). Tests run in pytest subprocesses, the same
-way a learner runs them, with results written to a private directory.
+least one test of every task (so no task is vacuous); every shortcut under
+``solutions/<kata>/shortcuts/`` is well-formed and earns at most half of the task it dodges
+(:mod:`.shortcuts`). Tests run in pytest subprocesses, the same way a learner runs them, with
+results written to a private directory.
 """
 
 from __future__ import annotations
@@ -14,8 +16,16 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .manifest import ManifestError, discover, load_manifest
-from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult
+from .manifest import Manifest, ManifestError, discover, load_manifest
+from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult, TestRecord
+from .shortcuts import (
+    FEWER_SHORTCUTS_IS_ERROR,
+    MAX_SHARE,
+    Shortcut,
+    ShortcutScore,
+    shortcuts,
+    too_few,
+)
 
 
 @dataclass
@@ -24,6 +34,7 @@ class KataVerdict:
     path: str
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # not failures: e.g. tasks skipped for tier
+    shortcuts: list[ShortcutScore] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -34,7 +45,7 @@ def run_pytest(
     paths: list[Path], root: Path, impl: str, extra: list[str], workdir: Path
 ) -> tuple[RunResult | None, str]:
     """Run pytest on `paths` with implementation `impl`; returns its results and its output."""
-    report = workdir / f"{impl}.json"
+    report = workdir / f"{impl.replace(':', '-')}.json"
     cmd = [
         sys.executable, "-m", "pytest", *map(str, paths), f"--kata-impl={impl}",
         f"--kata-report=json:{report}", f"--kata-results-dir={workdir / 'results'}",
@@ -47,7 +58,9 @@ def run_pytest(
     return RunResult.load(report), output
 
 
-def verify(paths: list[Path], root: Path, extra: list[str] | None = None) -> list[KataVerdict]:
+def verify(
+    paths: list[Path], root: Path, extra: list[str] | None = None, run_shortcuts: bool = True
+) -> list[KataVerdict]:
     extra = extra or []
     kata_dirs = sorted({d for p in paths for d in discover(p)})
     verdicts: dict[str, KataVerdict] = {}
@@ -68,10 +81,13 @@ def verify(paths: list[Path], root: Path, extra: list[str] | None = None) -> lis
     if not runnable:
         return list(verdicts.values())
 
+    by_path = {v.path: v for v in verdicts.values()}
     with tempfile.TemporaryDirectory(prefix="kata-verify-") as tmp:
         solution, sol_out = run_pytest(runnable, root, "solution", extra, Path(tmp))
         learner, learner_out = run_pytest(runnable, root, "learner", extra, Path(tmp))
-    by_path = {v.path: v for v in verdicts.values()}
+        if run_shortcuts:
+            for d in runnable:
+                _judge_shortcuts(load_manifest(d), by_path[_rel(d, root)], root, extra, Path(tmp))
     for name, run, output in (("solution", solution, sol_out), ("learner", learner, learner_out)):
         if run is None:
             for d in runnable:
@@ -93,14 +109,14 @@ def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
         v = by_path.get(k.path)
         if v is None:
             continue
-        v.problems += [f"reference run: {e.splitlines()[0][:300]}" for e in k.errors]
+        v.problems += [f"reference run: {_first_line(e)}" for e in k.errors]
         for t in k.tasks:
             if not t.tests:
                 v.problems.append(f"task {t.id!r}: no test matches its patterns")
                 continue
             for r in t.tests:
                 if r.outcome in (FAILED, ERROR, NOT_STARTED):
-                    msg = r.message.splitlines()[0][:200] if r.message else r.outcome
+                    msg = _first_line(r.message) or r.outcome
                     v.problems.append(f"task {t.id!r}: reference fails {r.name}: {msg}")
             if all(r.outcome == SKIPPED for r in t.tests):
                 reasons = "; ".join(t.skip_reasons)
@@ -114,11 +130,75 @@ def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
             continue
         for t in k.tasks:
             ran = [r for r in t.tests if r.outcome != SKIPPED]
-            if ran and all(r.outcome == PASSED for r in ran):
+            passing = [r for r in ran if r.outcome == PASSED]
+            if ran and len(passing) == len(ran):
                 v.problems.append(
                     f"task {t.id!r}: the stub already passes every test of this task "
-                    f"({', '.join(r.name for r in ran)[:200]})"
+                    f"({_names(passing)})"
                 )
+
+
+def _names(records: list[TestRecord], most: int = 8) -> str:
+    """Test names in full (never cut in the middle), the first `most` of them."""
+    names = [r.name for r in records]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _judge_shortcuts(
+    manifest: Manifest, verdict: KataVerdict, root: Path, extra: list[str], workdir: Path
+) -> None:
+    found, problems = shortcuts(manifest)
+    verdict.problems += problems
+    few = too_few(manifest, len(found) + len(problems))
+    if few:
+        (verdict.problems if FEWER_SHORTCUTS_IS_ERROR else verdict.notes).append(few)
+    for sc in found:
+        score = score_shortcut(manifest, sc, root, extra, workdir)
+        verdict.shortcuts.append(score)
+        if score.problem:
+            verdict.problems.append(f"shortcut {sc.name!r}: {score.problem}")
+        elif score.skipped:
+            verdict.notes.append(f"shortcut {sc.name!r}: not judged here ({score.skipped})")
+        elif score.too_much:
+            verdict.problems.append(
+                f"shortcut {sc.name!r} earns {score.after:g} of task {sc.task!r}'s "
+                f"{score.points} points (more than {MAX_SHARE:.0%}); no gate catches it: {sc.why}"
+            )
+
+
+def score_shortcut(
+    manifest: Manifest, sc: Shortcut, root: Path, extra: list[str], workdir: Path
+) -> ShortcutScore:
+    """Run the shortcut's task against it; what it earns without and with the gates."""
+    points = manifest.task(sc.task).points
+    score = ShortcutScore(manifest.id, sc.name, sc.task, points)
+    run, output = run_pytest(
+        [manifest.dir], root, sc.impl, [*extra, f"--kata-task={sc.task}"], workdir
+    )
+    if run is None:
+        score.problem = f"the run produced no results:\n{output[-2000:]}"
+        return score
+    kata = next((k for k in run.katas if k.id == manifest.id), None)
+    errors = [*run.errors, *(kata.errors if kata else [])]
+    if kata is None or errors:
+        score.problem = "the run failed: " + (errors[0].splitlines()[0] if errors else "no kata")
+        return score
+    task = next(t for t in kata.tasks if t.id == sc.task)
+    if not task.tests:
+        score.problem = "no test of its task ran"
+        return score
+    score.before, score.after, score.gates = task.earned_before_gate, task.earned, task.gate_reasons
+    skipped_gates = [r for r in task.tests if r.gate and r.outcome == SKIPPED]
+    if all(r.outcome == SKIPPED for r in task.tests) or (score.too_much and skipped_gates):
+        # The gates that would judge it need what this machine lacks: a note, not a failure.
+        score.skipped = "; ".join(task.skip_reasons) or "its tests were skipped"
+    return score
 
 
 def _rel(path: Path, root: Path) -> str:

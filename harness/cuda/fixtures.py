@@ -149,6 +149,14 @@ class CudaSession:
     def empty(self, shape: Any, dtype: Any = "float32") -> Any:
         return hc.empty(shape, dtype, backend=self.backend)
 
+    def sparse(self, shape: Any, dtype: Any = "float32") -> Any:
+        """A zeroed cpu-backend device array that is not copied from numpy: gigabytes cost only
+        the pages a kernel touches (`.view()` reads and writes slices). For probes such as a
+        huge grid's last block (`f(..., blocks=range(last, last + 1))`)."""
+        from harness.cuda.cpu.backend import CpuDeviceArray
+
+        return CpuDeviceArray(shape, dtype)
+
     def check_races(self, f: Any, *args: Any, **kw: Any) -> None:
         hc.check_races(f, *args, **kw)
 

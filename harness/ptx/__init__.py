@@ -11,7 +11,15 @@ their precision, and :mod:`harness.ptx.interp` for how threads are scheduled.
 
 from __future__ import annotations
 
-from .interp import LaunchStats, LoadedModule, PtxRuntimeError, load_module, run_kernel
+from .interp import (
+    LaunchStats,
+    LoadedModule,
+    PtxFloatError,
+    PtxRuntimeError,
+    check_ieee_division,
+    load_module,
+    run_kernel,
+)
 from .memory import PtxMemoryError
 from .ops import HANDLERS
 from .parser import (
@@ -28,12 +36,14 @@ SUPPORTED_OPCODES: tuple[str, ...] = tuple(sorted({*HANDLERS, "bra", "ret", "exi
 
 __all__ = [
     "SUPPORTED_OPCODES",
+    "check_ieee_division",
     "Instruction",
     "Kernel",
     "LaunchStats",
     "LoadedModule",
     "Module",
     "PtxError",
+    "PtxFloatError",
     "PtxMemoryError",
     "PtxRuntimeError",
     "PtxSyntaxError",

@@ -39,8 +39,10 @@ __all__ = [
     "Decoder",
     "LaunchStats",
     "LoadedModule",
+    "PtxFloatError",
     "PtxRuntimeError",
     "State",
+    "check_ieee_division",
     "load_module",
     "run_kernel",
 ]
@@ -51,6 +53,12 @@ MAX_THREADS = 1 << 22
 
 class PtxRuntimeError(PtxError):
     """The kernel did something wrong while running: a bad access, a trap, a runaway loop."""
+
+
+class PtxFloatError(PtxRuntimeError):
+    """Hardware would compute a float result differently from what was asked: a mul/add pair
+    ptxas may contract into an fma where that changes the result, or an approximate division
+    where the launch asked for IEEE division. The message names the line and what to write."""
 
 
 @dataclass
@@ -87,6 +95,9 @@ class State:
         }
         self.special: dict[str, np.ndarray] = {}
         self.symbols: dict[str, int] = {}
+        # register -> (a, b, mask, mul) for a register that holds an unrounded mul's a * b
+        # (ops checks an add that reads it: ptxas may fuse the two into an fma)
+        self.products: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, Instruction]] = {}
 
 
 def _special_values(grid: Dim3, block: Dim3) -> dict[str, np.ndarray]:
@@ -189,6 +200,8 @@ class Decoder:
 
         def write(st: State, values: np.ndarray, mask: np.ndarray) -> None:
             np.copyto(st.regs[name], to_bits(values), where=mask)
+            if st.products:
+                st.products.pop(name, None)  # no longer a product a later add may fuse with
 
         return write
 
@@ -301,11 +314,17 @@ class LoadedModule:
         block: int | Sequence[int] = 1,
         *,
         max_steps: int = 100_000,
+        ieee_division: bool = False,
     ) -> LaunchStats:
         """Run kernel `name` over grid x block threads. numpy arrays in `args` are device
-        buffers: they are updated in place when the kernel returns. Other args are scalars."""
+        buffers: they are updated in place when the kernel returns. Other args are scalars.
+
+        `ieee_division`: the caller asks for correctly rounded f32 division, so div.approx.f32
+        and div.full.f32 (within 2 ulp on hardware) raise PtxFloatError instead of running."""
         kernel = self.kernel(name)
         program = self.decoded(kernel)
+        if ieee_division:
+            check_ieee_division(kernel)
         g, b = _dim3(grid, "grid"), _dim3(block, "block")
         n = g[0] * g[1] * g[2] * b[0] * b[1] * b[2]
         if n > MAX_THREADS:
@@ -426,6 +445,11 @@ def _execute(
             if run.any():
                 try:
                     step(st, all_true if count == n and run is at else run)
+                except ops.PtxContractionError as e:
+                    raise PtxFloatError(
+                        f"{kernel.name}: {_where(e.thread, g, b)}, line {inst.line} "
+                        f"({inst.text}): {e}"
+                    ) from None
                 except PtxMemoryError as e:
                     active = np.flatnonzero(run)
                     k = int(active[e.index]) if 0 <= e.index < active.size else -1
@@ -456,6 +480,19 @@ def _check_uniform(
         )
 
 
+def check_ieee_division(kernel: Kernel) -> None:
+    """Raise PtxFloatError at the first f32 division that is not correctly rounded."""
+    for inst in kernel.instructions:
+        mods = inst.modifiers
+        if inst.base == "div" and "f32" in mods and ("approx" in mods or "full" in mods):
+            kind = "approx" if "approx" in mods else "full"
+            raise PtxFloatError(
+                f"{kernel.name}: line {inst.line} ({inst.text}): div.{kind}.f32 is within 2 ulp "
+                f"on hardware, not IEEE division, and IEEE division is what is asked: write "
+                f"div.rn.f32 (correctly rounded, what C's / compiles to without fast math)"
+            )
+
+
 def load_module(ptx: str | Module) -> LoadedModule:
     """Parse PTX text (or take a parsed Module) for launching."""
     return LoadedModule(ptx if isinstance(ptx, Module) else parse_module(ptx))
@@ -469,8 +506,12 @@ def run_kernel(
     block: int | Sequence[int] = 1,
     *,
     max_steps: int = 100_000,
+    ieee_division: bool = False,
 ) -> LaunchStats:
     """Parse `ptx` and run `kernel` over grid x block threads; numpy arrays in `args` are
-    updated in place, as device buffers copied back after the launch would be."""
+    updated in place, as device buffers copied back after the launch would be.
+    `ieee_division`: see LoadedModule.launch."""
     loaded = ptx if isinstance(ptx, LoadedModule) else load_module(ptx)
-    return loaded.launch(kernel, args, grid, block, max_steps=max_steps)
+    return loaded.launch(
+        kernel, args, grid, block, max_steps=max_steps, ieee_division=ieee_division
+    )

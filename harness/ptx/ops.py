@@ -8,6 +8,14 @@ f32 add/sub/mul/div/sqrt/fma are correctly rounded (fma and the directed modes .
 through exact float64 arithmetic); ``.approx`` functions (ex2, lg2, sin, cos, rsqrt, tanh, rcp)
 are computed in float64 and rounded, so they are *more* accurate than the hardware's (which is
 within 2 ulp for ex2/lg2 over the normal range). f64 arithmetic rounds to nearest.
+``div.approx.f32`` is what the PTX ISA defines it as, a * (1/b) rounded twice (0 for
+2**126 < |b| < 2**128); ``div.full.f32`` (within 2 ulp on hardware) is computed correctly rounded.
+
+What hardware computes differently is an error, not a guess: an ``add``/``sub`` without a
+rounding modifier that reads the result of a ``mul`` without one may be contracted by ptxas into
+one ``fma`` (PTX ISA, "add": "mul/add sequences with no rounding modifiers may be optimized to
+use fused-multiply-add"), so where the fused and the two-rounding results differ for a thread,
+the instruction raises :class:`PtxContractionError`.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from .values import dtype_of, flush, round_to_f32, two_sum
 if TYPE_CHECKING:
     from .interp import Decoder, Exec, State
 
-__all__ = ["HANDLERS"]
+__all__ = ["HANDLERS", "PtxContractionError"]
 
 _ROUND = ("rn", "rz", "rm", "rp")
 _ROUND_INT = ("rni", "rzi", "rmi", "rpi")
@@ -86,6 +94,25 @@ def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     bh, bl = split(b)
     e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     return p, np.where(np.isfinite(p), e, 0.0)
+
+
+class PtxContractionError(Exception):
+    """ptxas may fuse a mul and an add without rounding modifiers, and here that changes the
+    result. `thread` indexes the grid's threads; the interpreter adds where it happened."""
+
+    def __init__(self, thread: int, message: str) -> None:
+        self.thread = thread
+        super().__init__(message)
+
+
+def _fused(a64: np.ndarray, b64: np.ndarray, c64: np.ndarray, t: str, mode: str) -> np.ndarray:
+    """a * b + c rounded once (fma) to type t, from float64 inputs."""
+    if t == "f32":
+        s, e = two_sum(a64 * b64, c64)  # the product of two floats is exact in float64
+        return round_to_f32(s, np.where(np.isfinite(s), e, 0.0), mode)
+    p, pe = _two_prod(a64, b64)
+    s, e = two_sum(p, c64)
+    return s + (e + pe)
 
 
 # --------------------------------------------------------------------------- moves
@@ -201,7 +228,9 @@ def _float_binary(op: str, inst: Instruction, t: str, dec: Decoder) -> Callable:
     if op in ("min", "max"):
         return np.fmin if op == "min" else np.fmax
     if op == "div":
-        if f32 and mode != "rn" and "approx" not in inst.modifiers and "full" not in inst.modifiers:
+        if f32 and "approx" in inst.modifiers:
+            return _approx_div
+        if f32 and mode != "rn" and "full" not in inst.modifiers:
             return lambda a, b: _directed_div(a, b, mode)
         return lambda a, b: a / b
     if op in ("add", "sub", "mul"):
@@ -217,6 +246,15 @@ def _float_binary(op: str, inst: Instruction, t: str, dec: Decoder) -> Callable:
 
         return directed
     raise dec.error(inst, f"{op} on floating point")
+
+
+def _approx_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """div.approx.f32 as the PTX ISA defines it: a * (1/b), and 0 (NaN for an infinite a) when
+    2**126 < |b| < 2**128, where 1/b would be subnormal."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    q = a * (np.float32(1) / b)
+    huge = (np.abs(b) > np.float32(2.0**126)) & np.isfinite(b)
+    return np.where(huge, np.where(np.isinf(a), np.float32(np.nan), np.float32(0) * a), q)
 
 
 def _directed_div(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
@@ -238,17 +276,79 @@ def _binary(inst: Instruction, dec: Decoder) -> Exec:
         fn = _float_binary(op, inst, t, dec)
         write = dec.writer(inst, d, t)
         dt = dtype_of(t)
-        return lambda st, m: write(
-            st,
-            _f32_post(inst, np.asarray(fn(_f_in(inst, ra(st)), _f_in(inst, rb(st))), dtype=dt)),
-            m,  # fmt: skip
-        )
+        contractible = _rounding(inst) is None and "sat" not in inst.modifiers
+        if contractible and op == "mul" and t in ("f32", "f64"):
+            return _recording_mul(inst, fn, ra, rb, write, d.name, dt)
+        if contractible and op in ("add", "sub") and t in ("f32", "f64"):
+            return _checked_add(inst, fn, ra, rb, write, dt)
+
+        def arith(st: State, m: np.ndarray) -> None:
+            a, b = _f_in(inst, ra(st)), _f_in(inst, rb(st))
+            write(st, _f32_post(inst, np.asarray(fn(a, b), dtype=dt)), m)
+
+        return arith
     if t == "pred" or t[0] == "b":
         raise dec.error(inst, f"{op} needs a .u/.s/.f type, not .{t}")
     fn = _binary_int(op, inst, t, dec)
     out_t = _wide_type(t) if "wide" in inst.modifiers else t
     write = dec.writer(inst, d, out_t)
     return lambda st, m: write(st, fn(ra(st), rb(st)), m)
+
+
+def _recording_mul(inst, fn, ra, rb, write, dst: str, dt) -> Exec:
+    """A mul without a rounding modifier: remember its factors, for an add that reads it."""
+
+    def mul(st: State, m: np.ndarray) -> None:
+        a, b = _f_in(inst, ra(st)), _f_in(inst, rb(st))
+        write(st, _f32_post(inst, np.asarray(fn(a, b), dtype=dt)), m)  # drops an older record
+        st.products[dst] = (np.asarray(a, np.float64), np.asarray(b, np.float64), m.copy(), inst)
+
+    return mul
+
+
+def _checked_add(inst, fn, ra, rb, write, dt) -> Exec:
+    """An add/sub without a rounding modifier: if an operand is an unrounded mul's result,
+    ptxas may fuse the two; where that would change a thread's result, raise."""
+    d, x, y = inst.operands
+    names = [op.name if isinstance(op, Reg) else None for op in (x, y)]
+    t = "f32" if dt == np.float32 else "f64"
+
+    def add(st: State, m: np.ndarray) -> None:
+        a, b = _f_in(inst, ra(st)), _f_in(inst, rb(st))
+        result = _f32_post(inst, np.asarray(fn(a, b), dtype=dt))
+        for k, name in enumerate(names):
+            rec = st.products.get(name) if name is not None else None
+            if rec is not None:
+                _check_fused(inst, t, k, rec, np.asarray(b if k == 0 else a, np.float64), result, m)
+        write(st, result, m)
+
+    return add
+
+
+def _check_fused(inst, t, k, rec, other, result, m) -> None:
+    """Operand k of `inst` is p = a * b (from `rec`); compare the fused result with `result`."""
+    fa, fb, where, mul = rec
+    threads = m & where
+    if not threads.any():
+        return
+    if inst.base == "add":
+        fused = _fused(fa, fb, other, t, "rn")
+    elif k == 0:  # p - c
+        fused = _fused(fa, fb, -other, t, "rn")
+    else:  # c - p
+        fused = _fused(-fa, fb, other, t, "rn")
+    fused = _f32_post(inst, np.asarray(fused).astype(result.dtype))
+    differ = threads & (fused != result) & ~(np.isnan(fused) & np.isnan(result))
+    if differ.any():
+        i = int(np.flatnonzero(differ)[0])
+        raise PtxContractionError(
+            i,
+            f"ptxas may contract the {mul.opcode} on line {mul.line} ({mul.text}) and this "
+            f"{inst.opcode} into one fma, which rounds once: here that gives {fused[i]!r} "
+            f"instead of {result[i]!r} (a = {fa[i]!r}, b = {fb[i]!r}). Hardware may compute "
+            f"either: write mul.rn.{t} and {inst.base}.rn.{t} to round after each step (IEEE "
+            f"arithmetic, as C computes a * b + c without contraction), or fma.rn.{t} to round once",
+        )
 
 
 @_handler("mad", "fma")
@@ -265,13 +365,7 @@ def _mad(inst: Instruction, dec: Decoder) -> Exec:
             a64 = np.asarray(_f_in(inst, ra(st)), np.float64)
             b64 = np.asarray(_f_in(inst, rb(st)), np.float64)
             c64 = np.asarray(_f_in(inst, rc(st)), np.float64)
-            if t == "f32":
-                s, e = two_sum(a64 * b64, c64)  # the product of two floats is exact in float64
-                r = round_to_f32(s, np.where(np.isfinite(s), e, 0.0), mode)
-            else:
-                p, pe = _two_prod(a64, b64)
-                s, e = two_sum(p, c64)
-                r = s + (e + pe)
+            r = _fused(a64, b64, c64, t, mode)
             write(st, _f32_post(inst, r.astype(dtype_of(t))), m)
 
         return fma

@@ -192,8 +192,28 @@ def save_progress(result: RunResult, results_dir: Path) -> None:
     data = result.to_dict()
     for kata in data["katas"]:
         if any(t["tests"] for t in kata["tasks"]):
+            kata = _merged(progress["katas"].get(kata["id"]), kata)
             kata["updated"] = time.time()
             progress["katas"][kata["id"]] = kata
     tmp = progress_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(progress, indent=1), encoding="utf-8")
     tmp.replace(progress_path)
+
+
+def _merged(previous: Any, latest: dict[str, Any]) -> dict[str, Any]:
+    """`latest` with the tests it did not run (`-k`, one file, `-x`) kept from `previous`.
+
+    Tasks come from the latest run (its manifest): a kept test whose task is gone is dropped.
+    Points and statuses are recomputed from the merged tests.
+    """
+    try:
+        old = {t["id"]: list(t["tests"]) for t in previous["tasks"]}
+        tasks = []
+        for task in latest["tasks"]:
+            ran = {r["nodeid"] for r in task["tests"]}
+            kept = [r for r in old.get(task["id"], []) if r["nodeid"] not in ran]
+            tests = sorted(task["tests"] + kept, key=lambda r: r["nodeid"])
+            tasks.append({**task, "tests": tests})
+        return RunResult.from_dict({"katas": [{**latest, "tasks": tasks}]}).to_dict()["katas"][0]
+    except (TypeError, KeyError, AttributeError):
+        return latest  # no previous state, or not in our shape: the latest run alone

@@ -35,6 +35,7 @@ __all__ = [
     "error_summary",
     "errors",
     "fmt_points",
+    "gate_line",
     "kata_rows",
     "notes_text",
     "rows",
@@ -51,7 +52,7 @@ class Row:
     record: TestRecord | None  # None: the task's placeholder row (none of its tests ran)
     max_points: float
     number: str  # "kata.task.test", 1-based, for graders that order by it
-    score: float = 0.0  # earned points (TaskResult.scores): dyadic, so sums are exact
+    earned: float | None = None  # the test's score after its task's gate (None: none computed)
 
     @property
     def outcome(self) -> str:
@@ -60,6 +61,12 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.outcome == PASSED
+
+    @property
+    def score(self) -> float:
+        if self.earned is not None:
+            return self.earned
+        return self.max_points if self.ok else 0.0
 
     @property
     def hidden(self) -> bool:
@@ -98,7 +105,10 @@ class Row:
             return ""
         if r.outcome == SKIPPED:
             return f"skipped: {r.skip_reason}" if r.skip_reason else "skipped"
-        return r.message or ("a hidden test failed" if r.hidden else "failed")
+        text = r.message or ("a hidden test failed" if r.hidden else "failed")
+        if r.gate_failed:
+            return f"{gate_line(self.task, r.gate)}\n{text}"
+        return text
 
     @property
     def source(self) -> str:
@@ -134,9 +144,16 @@ def rows(result: RunResult) -> Iterator[Row]:
             if not task.tests:
                 yield Row(kata, task, None, float(task.possible), f"{ki}.{ti}.1")
                 continue
-            scored = zip(task.tests, task.shares, task.scores, strict=True)
-            for i, (record, share, score) in enumerate(scored, 1):
+            pairs = zip(task.tests, task.shares, task.scores, strict=True)
+            for i, (record, share, score) in enumerate(pairs, 1):
                 yield Row(kata, task, record, share, f"{ki}.{ti}.{i}", score)
+
+
+def gate_line(task: TaskResult, gate: str) -> str:
+    """One sentence for a failed gate: what is wrong, and what it costs the task."""
+    cap = task.gate_cap
+    cost = f"at most {fmt_points(cap)} of {task.points}" if cap else f"0 of {task.points}"
+    return f"Gate failed: {gate} (task {task.id} earns {cost} points while it fails)"
 
 
 def kata_rows(result: RunResult, kata: KataResult) -> list[Row]:

@@ -31,6 +31,7 @@ from ..results import (
     PASSED,
     SKIPPED,
     TASK_FAILING,
+    TASK_IN_PROGRESS,
     TASK_NOT_RUN,
     TASK_NOT_STARTED,
     TASK_PASSED,
@@ -39,7 +40,7 @@ from ..results import (
 )
 from . import ReportOptions
 from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
-from .common import NOT_RUN, Row, errors, fmt_points, kata_rows
+from .common import NOT_RUN, Row, errors, fmt_points, gate_line, kata_rows
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "report"
 
@@ -55,6 +56,7 @@ _OUTCOME = {
 _TASK = {
     TASK_PASSED: "pass",
     TASK_FAILING: "fail",
+    TASK_IN_PROGRESS: "todo",
     TASK_NOT_STARTED: "todo",
     TASK_SKIPPED: "skip",
     TASK_NOT_RUN: "none",
@@ -172,10 +174,11 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "points": t.points,
                 "pct": _pct(t.earned, t.points),
                 "hint": t.hints[0]
-                if t.hints and t.status in (TASK_FAILING, TASK_NOT_STARTED)
+                if t.hints and t.status in (TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED)
                 else "",
                 "more_hints": max(0, len(t.hints) - 1),
                 "skip_reasons": t.skip_reasons,
+                "gates": [gate_line(t, g) for g in t.gate_reasons],
                 "tests": by_task.get(t.id, []),
                 # Passing tests with nothing more to show fit on one line of chips.
                 "plain": [v for v in by_task.get(t.id, []) if v.plain],

@@ -13,6 +13,7 @@ from ..results import (
     FAILED,
     NOT_STARTED,
     TASK_FAILING,
+    TASK_IN_PROGRESS,
     TASK_NOT_STARTED,
     TASK_PASSED,
     RunResult,
@@ -20,7 +21,12 @@ from ..results import (
 from . import ReportOptions
 from .common import error_summary, fmt_points, rows
 
-_ICON = {TASK_PASSED: "✅", TASK_FAILING: "❌", TASK_NOT_STARTED: "⭕"}
+_ICON = {
+    TASK_PASSED: "✅",
+    TASK_FAILING: "❌",
+    TASK_IN_PROGRESS: "🟡",
+    TASK_NOT_STARTED: "⭕",
+}
 
 
 def _cell(text: str) -> str:

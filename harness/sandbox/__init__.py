@@ -191,6 +191,8 @@ def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestRepor
         "message": outcome.failure,
         "sandbox": outcome.kind,
     }
+    if getattr(info, "gate", ""):
+        props["gate"] = info.gate  # a crash or hang fails a gate as surely as a wrong answer
     return TestReport(
         item.nodeid,
         item.location,

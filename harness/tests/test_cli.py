@@ -61,9 +61,9 @@ def test_hint_defaults_to_the_next_task_of_the_last_run(repo: KataRepo, capsys) 
 def test_unknown_kata_and_task_are_usage_errors(repo: KataRepo, capsys) -> None:
     repo.add_demo()
     code, out = kata(repo, "hint", "nope", capsys=capsys)
-    assert code == 2 and "no kata 'nope' (katas: demo)" in out
+    assert code == 2 and "there is no kata called nope; the katas are: demo" in out
     code, out = kata(repo, "hint", "demo", "nope", capsys=capsys)
-    assert code == 2 and "no task 'nope'" in out
+    assert code == 2 and "kata demo has no task called nope" in out
 
 
 def test_no_repository_is_a_usage_error(tmp_path: Path, capsys) -> None:

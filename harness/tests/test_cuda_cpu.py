@@ -16,10 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import harness.cuda as hc
+from harness.cuda.cpu.backend import traced_toolchain
 from harness.toolchain import find_tool
 
 pytestmark = pytest.mark.skipif(find_tool("cxx") is None, reason="needs a C++ compiler (g++)")
-needs_clang = pytest.mark.skipif(find_tool("clang") is None, reason="needs clang (clang-14)")
+needs_traced = pytest.mark.skipif(
+    traced_toolchain() is None, reason="needs g++ or clang (traced builds)"
+)
 
 KERNELS = Path(__file__).parent / "cuda_kernels"
 
@@ -131,7 +134,7 @@ def hc_schedules() -> tuple[str, ...]:
     return default_schedules()
 
 
-@needs_clang
+@needs_traced
 def test_lost_update_is_exposed_only_by_the_preempt_schedule() -> None:
     source = """
     __global__ void count(const int* keys, int* bins, int n) {
@@ -399,7 +402,7 @@ def test_device_arrays_dynamic_shared_memory_and_printf(capfd: pytest.CaptureFix
 
 
 # ----------------------------------------------------------------------------- tracing
-@needs_clang
+@needs_traced
 def test_trace_counts_sectors_per_request_and_line() -> None:
     m = module("transpose_shared.cu")
     rows = cols = 128
@@ -423,7 +426,7 @@ def test_trace_counts_sectors_per_request_and_line() -> None:
     assert "transpose_naive" in naive.report() and "32.00" in naive.report()
 
 
-@needs_clang
+@needs_traced
 def test_trace_of_strided_access_with_hypothesis_strides() -> None:
     source = textwrap.dedent(
         """

@@ -46,13 +46,25 @@ INCLUDE = HERE / "include"
 SCHEDULES = ("forward", "reverse", "random", "preempt")
 DEFAULT_TIMEOUT_S = 20.0
 _CXX_FLAGS = ("-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
-_TRACE_FLAGS = (
+# Traced builds call the runtime before every load and store (tracing, the "preempt" schedule).
+# GCC: ThreadSanitizer's instrumentation (__tsan_read4 ...), passed with -Wp so that it reaches
+# the compiler proper but the driver does not link libtsan: runtime.cpp defines the callbacks.
+# clang (where g++ is missing): sanitizer coverage's trace-loads/trace-stores.
+_TRACE_FLAGS_GCC = (
     "-O1",  # keep one load/store per source access: easier to read per line
+    "-fno-tree-vectorize",
+    "-Wp,-fsanitize=thread",
+    "-Wp,--param=tsan-instrument-func-entry-exit=0",
+    "-DKATA_TRACE_BUILD=1",
+)
+_TRACE_FLAGS_CLANG = (
+    "-O1",
     "-fno-vectorize",
     "-fno-slp-vectorize",
     "-fsanitize-coverage=edge,trace-loads,trace-stores",
     "-DKATA_TRACE_BUILD=1",
 )
+TRACED = "traced"  # the compiler key of traced builds (see traced_toolchain)
 _KINDS = {0: "signed integer", 1: "unsigned integer", 2: "floating point", 3: "pointer"}
 _KINDS.update({4: "struct", 5: "bool"})
 _MAX_PARAMS = 64
@@ -68,6 +80,7 @@ typedef struct {
     int schedule; uint64_t seed; int fibers; int isolate; double timeout;
     int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity; int preempt;
     void (*threads)(void**, const unsigned*, unsigned);
+    uintptr_t static_lo, static_hi; uint64_t first_block, nblocks;
 } kata_launch_t;
 typedef struct {
     int status; int sig; unsigned block[3]; unsigned thread[3]; uint64_t addr; int buffer;
@@ -81,6 +94,7 @@ void kata_zero(void*, size_t);
 void* kata_shared_alloc(size_t);
 void kata_shared_free(void*, size_t);
 uintptr_t kata_lib_base(void*);
+int kata_lib_rw_range(void*, uintptr_t*, uintptr_t*);
 void* kata_open(const char*, char*, size_t);
 void* kata_sym(void*, const char*);
 int kata_max_threads(void);
@@ -231,6 +245,11 @@ class CpuDeviceArray:
     def get(self) -> np.ndarray:
         return self._buf.read(self.dtype, self.shape)
 
+    def view(self) -> np.ndarray:
+        """The buffer itself as a numpy array, no copy: a huge array's pages cost memory only
+        where they are touched (a memfd), so a probe reads and writes just the slices it needs."""
+        return self._buf.view(self.dtype, self.shape)
+
     def __repr__(self) -> str:
         return f"CpuDeviceArray({self.shape}, {self.dtype})"
 
@@ -333,8 +352,16 @@ class CpuModule:
         stem = Path(self.name).stem or "kernel"
         path = _write_generated(glue, stem)
         flags = [*_CXX_FLAGS, *_split_options(self.options)]
-        if compiler == "clang":
-            flags += _TRACE_FLAGS
+        tool = compiler
+        if compiler == TRACED:
+            found = traced_toolchain()
+            if found is None:
+                raise CudaError(
+                    f"{self.name}: tracing and the preempt schedule need g++ or clang "
+                    "(apt-get install -y g++)"
+                )
+            tool, trace_flags = found
+            flags += trace_flags
         headers = [
             p
             for d in self.include_dirs
@@ -349,11 +376,11 @@ class CpuModule:
                 flags=flags,
                 include_dirs=[INCLUDE, *self.include_dirs],
                 headers=headers,
-                compiler=compiler,
+                compiler=tool,
             )
         except BuildError as e:
             raise CudaCompileError(
-                f"{self.name} does not compile (cpu backend, {compiler}):\n{e}",
+                f"{self.name} does not compile (cpu backend, {tool}):\n{e}",
                 log=e.log,
                 command=e.command,
             ) from None
@@ -438,7 +465,15 @@ class CpuFunction:
         timeout: float | None = None,
         stream: Any = None,
         rtol: float = 1e-5,
+        blocks: range | None = None,
     ) -> float | None:
+        if blocks is not None:
+            # A probe: only these blocks of the grid run (a huge grid's last block, to see
+            # 64-bit indexing), forward order, no race check.
+            seconds = self._launch(
+                args, block, grid, shared, "forward", seed, timeout, blocks=blocks
+            ).seconds
+            return seconds if time_kernel else None
         if schedules:
             outputs, seconds = self._race_check(
                 args, block, grid, shared, schedules, seed, timeout, rtol
@@ -471,6 +506,7 @@ class CpuFunction:
         event_capacity: int = 0,
         isolate: bool = True,
         write_back: bool = True,
+        blocks: range | None = None,
     ) -> _LaunchResult:
         rt = runtime()
         ffi = rt.ffi
@@ -482,6 +518,14 @@ class CpuFunction:
             raise LaunchError(
                 f"{self.name}: shared={shared} bytes; dynamic shared memory is 0 to "
                 f"{int(rt.lib.kata_dyn_shared_max())} bytes"
+            )
+        nblocks = gx * gy * gz
+        if blocks is not None and (
+            blocks.step != 1 or len(blocks) == 0 or blocks.start < 0 or blocks.stop > nblocks
+        ):
+            raise LaunchError(
+                f"{self.name}: blocks={blocks!r} must be a non-empty range with step 1 inside the "
+                f"grid's {nblocks} blocks"
             )
         if len(args) != len(self.params):
             want = ", ".join(p.describe() for p in self.params) or "no arguments"
@@ -545,7 +589,7 @@ class CpuFunction:
             L.seed = int(seed) & (2**64 - 1)
             preempt = schedule == "preempt"
             if preempt:
-                compiler = "clang"  # needs the traced build: a switch point at every access
+                compiler = TRACED  # a switch point at every access
             L.call = ffi.cast("void(*)(void**)", self._symbol("kata_invoke__", compiler))
             threads = self._threads_symbol(compiler)
             L.threads = ffi.NULL if threads is None else threads
@@ -557,8 +601,15 @@ class CpuFunction:
             L.buffers = bufs
             L.events = ffi.NULL if events is None else events
             L.event_capacity = event_capacity
+            if events is not None:
+                lo, hi = ffi.new("uintptr_t*"), ffi.new("uintptr_t*")
+                if rt.lib.kata_lib_rw_range(L.call, lo, hi):
+                    L.static_lo, L.static_hi = lo[0], hi[0]
+            if blocks is not None:
+                L.first_block, L.nblocks = blocks.start, len(blocks)
             res = ffi.new("kata_result_t*")
-            srv = server.current() if events is None and isolate else None
+            plain = events is None and blocks is None and isolate
+            srv = server.current() if plain else None
             sent = srv is not None and srv.launch(
                 res,
                 library=self.module._build(compiler).path,
@@ -592,7 +643,7 @@ class CpuFunction:
                 if write_back:
                     arg.array[...] = out
             for _buf, i, owned in buffers:
-                if not owned:
+                if not owned and not write_back:  # a race check compares device arrays too
                     result.outputs[i] = args[i].get()
             return result
         finally:
@@ -733,11 +784,27 @@ def _race_error(
 
 
 @functools.cache
-def default_schedules() -> tuple[str, ...]:
-    """All schedules; "preempt" needs clang (its switch points are coverage callbacks)."""
+def traced_toolchain() -> tuple[str, tuple[str, ...]] | None:
+    """(tool, flags) of traced builds: GCC where it is (the same instrumentation on every such
+    machine, so traces and preempt schedules agree), else clang; None without either."""
+    import subprocess
+
     from harness.toolchain import find_tool
 
-    return SCHEDULES if find_tool("clang") else SCHEDULES[:3]
+    gxx = find_tool("g++")
+    if gxx is not None:
+        out = subprocess.run([str(gxx), "--version"], capture_output=True, text=True, check=False)
+        if "clang" not in out.stdout.lower():
+            return "g++", _TRACE_FLAGS_GCC
+    if find_tool("clang") is not None:
+        return "clang", _TRACE_FLAGS_CLANG
+    return None
+
+
+@functools.cache
+def default_schedules() -> tuple[str, ...]:
+    """All schedules; "preempt" needs a traced build (a switch point at every memory access)."""
+    return SCHEDULES if traced_toolchain() else SCHEDULES[:3]
 
 
 @functools.cache

@@ -12,6 +12,7 @@
 // pages, so the child's writes are the results, and an out-of-bounds access, a deadlock or a
 // crash is written to a shared result record and the child exits. The parent never dies.
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -54,6 +55,8 @@ typedef struct {
     int arg;
 } kata_buffer;
 
+// `store` holds the event's kind: bit 0 a store, bit 1 shared memory (else global), bit 2 an
+// atomic; KATA_EV_BARRIER and KATA_EV_WARP are synchronisation events (addr = source line).
 typedef struct {
     uint64_t pc;
     uint64_t addr;
@@ -61,6 +64,8 @@ typedef struct {
     uint16_t size;
     uint16_t store;
 } kata_event;
+enum { KATA_EV_STORE = 1, KATA_EV_SHARED = 2, KATA_EV_ATOMIC = 4, KATA_EV_BARRIER = 8,
+       KATA_EV_WARP = 9 };
 
 typedef struct {
     void (*call)(void**);
@@ -80,6 +85,8 @@ typedef struct {
     size_t event_capacity;
     int preempt;  // 0..256: chance/256 that a traced memory access switches to another thread
     void (*threads)(void**, const unsigned*, unsigned);  // block loop without fibers, or NULL
+    uintptr_t static_lo, static_hi;  // traced launches: the kernel library's static __shared__
+    uint64_t first_block, nblocks;   // nblocks > 0: run only these linear block ids (probes)
 } kata_launch_t;
 
 enum {
@@ -632,8 +639,15 @@ void run_grid(const kata_launch_t* L) {
         while (gcd(a, nblocks) != 1) a = (a + 2) % nblocks | 1;
         c = rng_next() % nblocks;
     }
-    for (uint64_t i = 0; i < nblocks; ++i) {
-        uint64_t b = L->schedule == 1 ? nblocks - 1 - i : (a * i + c) % nblocks;
+    uint64_t count = nblocks;
+    if (L->nblocks > 0) {  // a probe of a few blocks of a huge grid (64-bit indexing checks)
+        a = 1;
+        c = 0;
+        count = L->nblocks;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t b = L->schedule == 1 ? count - 1 - i : (a * i + c) % count;
+        if (L->nblocks > 0) b += L->first_block;
         blockIdx.x = (unsigned)(b % L->grid[0]);
         blockIdx.y = (unsigned)((b / L->grid[0]) % L->grid[1]);
         blockIdx.z = (unsigned)(b / ((uint64_t)L->grid[0] * L->grid[1]));
@@ -803,6 +817,24 @@ bool init_common() {
 
 }  // namespace
 
+// ------------------------------------------------------------------ tracing: the event buffer
+static inline void record_event(uint64_t pc, uint64_t addr, unsigned size, unsigned kind) {
+    if (g_event_count < g_event_cap) {
+        kata_event& e = g_events[g_event_count];
+        e.pc = pc;
+        e.addr = addr;
+        e.gtid = g_gtid_base + g_current;
+        e.size = (uint16_t)size;
+        e.store = (uint16_t)kind;
+    }
+    ++g_event_count;
+}
+
+// Barriers and warp collectives in traced launches: they delimit the phases of a block.
+static inline void trace_sync(unsigned kind, int line) {
+    if (g_events != nullptr && g_in_kernel) record_event(0, (uint64_t)line, 0, kind);
+}
+
 // ------------------------------------------------------------------ device API (called by kernels)
 extern "C" void kata_syncthreads(int line) {
     if (!g_in_fiber_mode) {
@@ -813,6 +845,7 @@ extern "C" void kata_syncthreads(int line) {
     state_of(f) = AT_BARRIER;
     f.line = line;
     g_pred[g_current] = 0;
+    trace_sync(KATA_EV_BARRIER, line);
     yield_from(&f.sp);
 }
 
@@ -824,6 +857,7 @@ extern "C" int kata_syncthreads_op(int line, int op, int pred) {
     state_of(f) = AT_BARRIER;
     f.line = line;
     g_pred[g_current] = pred != 0;
+    trace_sync(KATA_EV_BARRIER, line);
     yield_from(&f.sp);
     int count = g_barrier_result;
     if (op == 0) return count;
@@ -846,6 +880,7 @@ extern "C" uint64_t kata_warp_op(int line, int op, unsigned mask, uint64_t value
     f.wvalue = value;
     f.warg = arg;
     f.wwidth = width;
+    trace_sync(KATA_EV_WARP, line);
     yield_from(&f.sp);
     return g_fibers[g_current].wresult;
 }
@@ -887,18 +922,22 @@ static inline void trace_access(void* pc, const void* p, unsigned size, unsigned
     for (int i = 0; i < L->nbuffers; ++i) {
         const kata_buffer& b = L->buffers[i];
         if (a >= b.start && a < b.start + b.size) {
-            if (g_event_count < g_event_cap) {
-                kata_event& e = g_events[g_event_count];
-                e.pc = reinterpret_cast<uint64_t>(pc);
-                e.addr = a;
-                e.gtid = g_gtid_base + g_current;
-                e.size = (uint16_t)size;
-                e.store = (uint16_t)store;
-            }
-            ++g_event_count;
+            record_event(reinterpret_cast<uint64_t>(pc), a, size, store);
             return;
         }
     }
+    // Shared memory: dynamic (extern __shared__) or static (__shared__ is a static of the
+    // kernel library, so it lies in the library's writable segment).
+    if ((g_dyn_shared && a >= (uintptr_t)g_dyn_shared && a < (uintptr_t)g_dyn_shared + kDynSharedMax) ||
+        (a >= L->static_lo && a < L->static_hi)) {
+        record_event(reinterpret_cast<uint64_t>(pc), a, size, store | KATA_EV_SHARED);
+    }
+}
+
+// Atomics (not instrumented themselves, see kata_cuda.h) report their address here.
+extern "C" void kata_trace_atomic(void* pc, const void* p, unsigned size) {
+    if (g_events == nullptr) return;
+    trace_access(pc, p, size, KATA_EV_STORE | KATA_EV_ATOMIC);
 }
 
 #define KATA_TRACE_FN(kind, n, store)                                         \
@@ -915,6 +954,42 @@ KATA_TRACE_FN(store, 2, 1)
 KATA_TRACE_FN(store, 4, 1)
 KATA_TRACE_FN(store, 8, 1)
 KATA_TRACE_FN(store, 16, 1)
+
+// GCC's ThreadSanitizer instrumentation (traced builds with g++: -Wp,-fsanitize=thread): the same
+// callbacks under tsan's names. Atomics in kata_cuda.h are not instrumented (no_sanitize_thread).
+#define KATA_TSAN_FN(kind, n, store)                                          \
+    extern "C" void __tsan_##kind##n(void* p) {                               \
+        trace_access(__builtin_return_address(0), p, n, store);                \
+    }                                                                         \
+    extern "C" void __tsan_unaligned_##kind##n(void* p) {                     \
+        trace_access(__builtin_return_address(0), p, n, store);                \
+    }
+KATA_TSAN_FN(read, 1, 0)
+KATA_TSAN_FN(read, 2, 0)
+KATA_TSAN_FN(read, 4, 0)
+KATA_TSAN_FN(read, 8, 0)
+KATA_TSAN_FN(read, 16, 0)
+KATA_TSAN_FN(write, 1, 1)
+KATA_TSAN_FN(write, 2, 1)
+KATA_TSAN_FN(write, 4, 1)
+KATA_TSAN_FN(write, 8, 1)
+KATA_TSAN_FN(write, 16, 1)
+// Block copies of structs: one event of up to 16 bytes per 16 (sizes are 16-bit in kata_event).
+extern "C" void __tsan_read_range(void* p, size_t n) {
+    for (size_t o = 0; o < n; o += 16) {
+        trace_access(__builtin_return_address(0), (char*)p + o, n - o < 16 ? n - o : 16, 0);
+    }
+}
+extern "C" void __tsan_write_range(void* p, size_t n) {
+    for (size_t o = 0; o < n; o += 16) {
+        trace_access(__builtin_return_address(0), (char*)p + o, n - o < 16 ? n - o : 16, 1);
+    }
+}
+extern "C" void __tsan_init(void) {}
+extern "C" void __tsan_func_entry(void*) {}
+extern "C" void __tsan_func_exit(void) {}
+extern "C" void __tsan_vptr_update(void**, void*) {}
+extern "C" void __tsan_vptr_read(void**) {}
 
 // ------------------------------------------------------------------ host API (called by Python)
 extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, size_t* map_size,
@@ -963,6 +1038,33 @@ extern "C" void* kata_shared_alloc(size_t nbytes) {
 }
 
 extern "C" void kata_shared_free(void* p, size_t nbytes) { munmap(p, nbytes); }
+
+// The writable segments of the library that defines `symbol`: where its statics (the static
+// __shared__ arrays of its kernels) live. Returns 0 when not found.
+struct RwRange {
+    uintptr_t base, lo, hi;
+};
+static int rw_segments(struct dl_phdr_info* info, size_t, void* data) {
+    RwRange* r = static_cast<RwRange*>(data);
+    if (info->dlpi_addr != r->base) return 0;
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
+        uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+        if (r->lo == 0 || lo < r->lo) r->lo = lo;
+        if (hi > r->hi) r->hi = hi;
+    }
+    return 1;
+}
+extern "C" int kata_lib_rw_range(void* symbol, uintptr_t* lo, uintptr_t* hi) {
+    Dl_info info;
+    if (dladdr(symbol, &info) == 0) return 0;
+    RwRange r{reinterpret_cast<uintptr_t>(info.dli_fbase), 0, 0};
+    dl_iterate_phdr(rw_segments, &r);
+    *lo = r.lo;
+    *hi = r.hi;
+    return r.hi > r.lo;
+}
 
 extern "C" uintptr_t kata_lib_base(void* symbol) {
     Dl_info info;

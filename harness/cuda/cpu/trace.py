@@ -1,7 +1,8 @@
 """Global-memory tracing on the cpu backend: 32-byte sectors per warp-level request, per line.
 
-The kernel is rebuilt with clang's `-fsanitize-coverage=edge,trace-loads,trace-stores`, which
-calls the runtime for every load and store with the instruction's address. The runtime keeps the
+The kernel is rebuilt as a traced build (g++'s tsan instrumentation, or clang's sanitizer
+coverage: backend.traced_toolchain), which calls the runtime for every load and store with the
+instruction's address. The runtime keeps the
 accesses that hit a kernel argument (global memory). Here they are grouped the way a GPU issues
 them: the n-th execution of one instruction by the lanes of one warp is one request; the sectors
 it touches are what the memory system fetches, the distinct bytes it asks for are what is useful.
@@ -17,21 +18,27 @@ from typing import Any
 
 from harness._lazy import lazy_module
 from harness.cuda.errors import CudaError
-from harness.toolchain import find_tool
 
 np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = ["LineStats", "Trace", "run_trace"]
 
 SECTOR = 32
+BANKS = 32  # shared memory: 32 banks of 4-byte words, as on every NVIDIA GPU since Kepler
+BANK_WORD = 4
 # kata_event in kata_cuda.h, 24 bytes; a numpy dtype only when a trace is read (lazy numpy)
-EVENT_FIELDS = [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2"), ("store", "<u2")]
+EVENT_FIELDS = [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2"), ("kind", "<u2")]
 EVENT_SIZE = 24
 DEFAULT_CAPACITY = 4_000_000  # events (24 bytes each), virtual memory until touched
+# The event's kind (runtime.cpp): bit 0 store, bit 1 shared memory, bit 2 atomic; 8 and 9 are a
+# __syncthreads and a warp collective (addr holds the source line).
+EV_STORE, EV_SHARED, EV_ATOMIC, EV_BARRIER, EV_WARP = 1, 2, 4, 8, 9
 
 
 @dataclass(frozen=True)
 class LineStats:
+    """Global memory of one (source line, load/store): warp requests and the sectors they fetch."""
+
     file: str
     line: int
     kind: str  # "load" or "store"
@@ -39,6 +46,7 @@ class LineStats:
     sectors: int
     bytes_requested: int  # distinct bytes the lanes asked for
     source: str = ""
+    accesses: int = 0  # lane-level loads or stores
 
     @property
     def bytes_fetched(self) -> int:
@@ -54,13 +62,45 @@ class LineStats:
 
 
 @dataclass(frozen=True)
+class SharedLineStats:
+    """Shared memory of one (source line, load/store): warp requests and the wavefronts (passes
+    through the 32 banks) they need; a request whose lanes hit k different words of one bank
+    needs k wavefronts, k - 1 of them replays. Lanes reading the same word share it (broadcast)."""
+
+    file: str
+    line: int
+    kind: str  # "load" or "store"
+    requests: int
+    wavefronts: int
+    worst: int  # the most wavefronts one request needed (32: every lane in one bank)
+    accesses: int  # lane-level
+    source: str = ""
+
+    @property
+    def replays(self) -> int:
+        return self.wavefronts - self.requests
+
+    @property
+    def conflict_degree(self) -> float:
+        """Wavefronts per request: 1.0 is conflict-free, 32.0 fully serialised."""
+        return self.wavefronts / self.requests if self.requests else 0.0
+
+
+@dataclass(frozen=True)
 class Trace:
     kernel: str
-    lines: list[LineStats]
-    accesses: int  # lane-level global accesses seen
-    truncated: bool = False  # more accesses than the buffer held: numbers cover the first ones
+    lines: list[LineStats]  # global memory, by line
+    accesses: int  # lane-level global loads and stores seen
+    truncated: bool = False  # more events than the buffer held: numbers cover the first ones
     seconds: float = 0.0
-    _by_kind: dict[str, tuple[int, int]] = field(default_factory=dict, repr=False)
+    shared_lines: list[SharedLineStats] = field(default_factory=list)
+    loads: dict[str, int] = field(default_factory=dict)  # lane-level, {"global": .., "shared": ..}
+    stores: dict[str, int] = field(default_factory=dict)
+    atomics: dict[str, int] = field(default_factory=dict)
+    barriers: int = 0  # __syncthreads() executed by the block that executed the most
+    steps: int = 0  # parallel steps of the block with the most (see docs/cuda.md)
+    warp_ops: int = 0  # warp collectives (shuffles, votes, __syncwarp) of the busiest thread
+    threads_per_block: int = 0
 
     def _sum(self, kind: str | None, attr: str) -> int:
         return sum(getattr(s, attr) for s in self.lines if kind is None or s.kind == kind)
@@ -97,6 +137,16 @@ class Trace:
     def store_efficiency(self) -> float:
         return self._eff("store")
 
+    @property
+    def bank_replays(self) -> int:
+        """Extra shared-memory wavefronts over all requests: 0 when conflict-free."""
+        return sum(s.replays for s in self.shared_lines)
+
+    @property
+    def worst_conflict(self) -> int:
+        """The most wavefronts one shared-memory request needed (1: no conflicts anywhere)."""
+        return max((s.worst for s in self.shared_lines), default=0)
+
     def line(self, number: int, kind: str | None = None) -> LineStats:
         """The stats of source line `number` (and `kind`), or KeyError listing the traced lines."""
         for s in self.lines:
@@ -113,6 +163,21 @@ class Trace:
                 f"{s.line:>5} {s.kind:5} {s.requests:>9} {s.sectors_per_request:>8.2f} "
                 f"{s.efficiency:>5.0%}  {s.source.strip()}"
             )
+        if self.shared_lines:
+            rows.append(f"shared memory, {self.bank_replays} bank-conflict replays")
+            rows.append(
+                f"{'line':>5} {'kind':5} {'requests':>9} {'wave/req':>8} {'worst':>5}  source"
+            )
+            for t in self.shared_lines:
+                rows.append(
+                    f"{t.line:>5} {t.kind:5} {t.requests:>9} {t.conflict_degree:>8.2f} "
+                    f"{t.worst:>5}  {t.source.strip()}"
+                )
+        rows.append(
+            f"loads: {self.loads.get('global', 0)} global, {self.loads.get('shared', 0)} shared; "
+            f"barriers per block: {self.barriers}; parallel steps: {self.steps}; "
+            f"warp collectives per thread: {self.warp_ops}"
+        )
         if self.truncated:
             rows.append("(trace truncated: more accesses than the buffer holds)")
         return "\n".join(rows)
@@ -166,17 +231,16 @@ def _loc(text: str) -> tuple[str, int]:
         return parts[0], 0
 
 
-def analyse(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]:
-    """Per request (warp, pc, occurrence): pc, store flag, sector count, distinct bytes."""
+def _requests(events: np.ndarray, threads_per_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group lane-level events into warp requests: (request id per event, (warp, pc) per request).
+
+    A request is the n-th execution of one instruction by the lanes of one warp (events are in
+    execution order, so n counts how often this thread ran this instruction before)."""
     n = len(events)
-    if n == 0:
-        empty = np.zeros(0, np.uint64)
-        return {"pc": empty, "store": empty, "sectors": empty, "useful": empty}
     gtid = events["gtid"].astype(np.uint64)
     pc = events["pc"]
     wpb = (threads_per_block + 31) // 32
     warp = (gtid // threads_per_block) * wpb + (gtid % threads_per_block) // 32
-    # occurrence: how many times this thread ran this instruction before (events are in order)
     order = np.lexsort((np.arange(n), pc, gtid))
     g_sorted, p_sorted = gtid[order], pc[order]
     new = np.ones(n, bool)
@@ -186,7 +250,15 @@ def analyse(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]
     occ[order] = np.arange(n) - starts
     keys = np.stack([warp, pc, occ], axis=1)
     req_keys, req = np.unique(keys, axis=0, return_inverse=True)
-    req = req.reshape(-1)
+    return req.reshape(-1), req_keys
+
+
+def analyse(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]:
+    """Global memory, per request (warp, pc, occurrence): pc, store flag, sectors, distinct bytes."""
+    if len(events) == 0:
+        empty = np.zeros(0, np.uint64)
+        return {"pc": empty, "store": empty, "sectors": empty, "useful": empty, "lanes": empty}
+    req, req_keys = _requests(events, threads_per_block)
     nreq = len(req_keys)
     addr = events["addr"]
     size = events["size"].astype(np.uint64)
@@ -199,8 +271,125 @@ def analyse(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]
     ua, idx = np.unique(np.stack([req.astype(np.uint64), addr], axis=1), axis=0, return_index=True)
     useful = np.bincount(ua[:, 0].astype(np.int64), weights=size[idx], minlength=nreq)
     store = np.zeros(nreq, np.uint64)
-    store[req] = events["store"]
-    return {"pc": req_keys[:, 1], "store": store, "sectors": sectors, "useful": useful}
+    store[req] = events["kind"] & EV_STORE
+    lanes = np.bincount(req, minlength=nreq)
+    return {
+        "pc": req_keys[:, 1],
+        "store": store,
+        "sectors": sectors,
+        "useful": useful,
+        "lanes": lanes,
+    }
+
+
+def analyse_shared(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]:
+    """Shared memory, per request: pc, store flag, wavefronts (the most distinct 4-byte words
+    the request touches in any one bank), lanes. Bank = word % 32; uniform offsets of the whole
+    array do not change the counts, so the cpu backend's addresses give the GPU's conflicts."""
+    if len(events) == 0:
+        empty = np.zeros(0, np.uint64)
+        return {"pc": empty, "store": empty, "wavefronts": empty, "lanes": empty}
+    req, req_keys = _requests(events, threads_per_block)
+    nreq = len(req_keys)
+    addr = events["addr"]
+    size = np.maximum(events["size"].astype(np.uint64), 1)
+    w0 = addr // BANK_WORD
+    nwords = ((addr + size - 1) // BANK_WORD - w0 + 1).astype(np.int64)
+    ev = np.repeat(np.arange(len(events)), nwords)
+    step = np.arange(len(ev)) - np.repeat(np.cumsum(nwords) - nwords, nwords)
+    words = w0[ev] + step.astype(np.uint64)
+    rw = np.unique(np.stack([req[ev].astype(np.uint64), words], axis=1), axis=0)
+    rb, per_bank = np.unique(
+        np.stack([rw[:, 0], rw[:, 1] % BANKS], axis=1), axis=0, return_counts=True
+    )
+    wavefronts = np.zeros(nreq, np.int64)
+    np.maximum.at(wavefronts, rb[:, 0].astype(np.int64), per_bank)
+    store = np.zeros(nreq, np.uint64)
+    store[req] = events["kind"] & EV_STORE
+    lanes = np.bincount(req, minlength=nreq)
+    return {"pc": req_keys[:, 1], "store": store, "wavefronts": wavefronts, "lanes": lanes}
+
+
+def phases(events: np.ndarray) -> np.ndarray:
+    """Per event: how many __syncthreads() its thread had passed (events in execution order)."""
+    n = len(events)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    gtid = events["gtid"]
+    order = np.argsort(gtid, kind="stable")
+    g = gtid[order]
+    isb = (events["kind"][order] == EV_BARRIER).astype(np.int64)
+    before = np.cumsum(isb) - isb
+    first = np.ones(n, bool)
+    first[1:] = g[1:] != g[:-1]
+    base = np.maximum.accumulate(np.where(first, before, 0))
+    out = np.empty(n, np.int64)
+    out[order] = before - base
+    return out
+
+
+def block_structure(events: np.ndarray, threads_per_block: int) -> dict[str, int]:
+    """Barriers per block, parallel steps per block and warp collectives per thread (maxima).
+
+    Parallel steps: the phases between barriers run one after another; within a phase the
+    block takes as many steps as its busiest thread makes shared-memory accesses, or as many
+    atomics as hit one address (they serialise), whichever is more. A tree reduction of B
+    values takes a few steps per level, log2(B) levels; one thread summing B values takes B."""
+    if len(events) == 0:
+        return {"barriers": 0, "steps": 0, "warp_ops": 0}
+    kind = events["kind"]
+    gtid = events["gtid"].astype(np.int64)
+    block = gtid // max(threads_per_block, 1)
+    phase = phases(events)
+    bar = kind == EV_BARRIER
+    barriers = 0
+    if bar.any():
+        _, per_thread = np.unique(gtid[bar], return_counts=True)
+        barriers = int(per_thread.max())
+    warp = kind == EV_WARP
+    warp_ops = int(np.unique(gtid[warp], return_counts=True)[1].max()) if warp.any() else 0
+    cells: list[np.ndarray] = []  # (block, phase, steps) triples
+    plain = (kind < EV_BARRIER) & ((kind & EV_SHARED) != 0) & ((kind & EV_ATOMIC) == 0)
+    if plain.any():
+        k, c = np.unique(
+            np.stack([block[plain], phase[plain], gtid[plain]], axis=1), axis=0, return_counts=True
+        )
+        cells.append(np.stack([k[:, 0], k[:, 1], c], axis=1))
+    atomic = (kind < EV_BARRIER) & ((kind & EV_ATOMIC) != 0)
+    if atomic.any():
+        addr = events["addr"][atomic].astype(np.int64)
+        k, c = np.unique(
+            np.stack([block[atomic], phase[atomic], addr], axis=1), axis=0, return_counts=True
+        )
+        cells.append(np.stack([k[:, 0], k[:, 1], c], axis=1))
+    steps = 0
+    if cells:
+        allc = np.concatenate(cells)
+        bp, inv = np.unique(allc[:, :2], axis=0, return_inverse=True)
+        worst = np.zeros(len(bp), np.int64)
+        np.maximum.at(worst, inv.reshape(-1), allc[:, 2])
+        blocks, binv = np.unique(bp[:, 0], return_inverse=True)
+        per_block = np.bincount(binv.reshape(-1), weights=worst, minlength=len(blocks))
+        steps = int(per_block.max())
+    return {"barriers": barriers, "steps": steps, "warp_ops": warp_ops}
+
+
+def _lines(
+    stats: dict[str, np.ndarray], where: dict[int, tuple[str, int]], base: int, value: str
+) -> dict[tuple[str, int, str], list[int]]:
+    """Sum per-request stats by (file, line, load/store): [requests, value, lanes, worst]."""
+    agg: dict[tuple[str, int, str], list[int]] = {}
+    for pc, store, v, lanes in zip(
+        stats["pc"], stats["store"], stats[value], stats["lanes"], strict=True
+    ):
+        file, line = where.get(int(pc) - base - 1, ("?", 0))
+        key = (file, line, "store" if store else "load")
+        a = agg.setdefault(key, [0, 0, 0, 0])
+        a[0] += 1
+        a[1] += int(v)
+        a[2] += int(lanes)
+        a[3] = max(a[3], int(v))
+    return agg
 
 
 def run_trace(
@@ -213,10 +402,10 @@ def run_trace(
     timeout: float | None = None,
     capacity: int = DEFAULT_CAPACITY,
 ) -> Trace:
-    from harness.cuda.cpu.backend import normalise_dims, runtime
+    from harness.cuda.cpu.backend import TRACED, normalise_dims, runtime, traced_toolchain
 
-    if find_tool("clang") is None:
-        raise CudaError("tracing needs clang (apt-get install -y clang-14)")
+    if traced_toolchain() is None:
+        raise CudaError("tracing needs g++ or clang (apt-get install -y g++)")
     rt = runtime()
     nbytes = capacity * EVENT_SIZE
     buf = rt.lib.kata_shared_alloc(nbytes)
@@ -231,7 +420,7 @@ def run_trace(
             "forward",
             0,
             timeout,
-            compiler="clang",
+            compiler=TRACED,
             events=rt.ffi.cast("kata_event*", buf),
             event_capacity=capacity,
         )
@@ -241,37 +430,64 @@ def run_trace(
     finally:
         rt.lib.kata_shared_free(buf, nbytes)
     (bx, by, bz), _ = normalise_dims(f.name, block, grid)
-    stats = analyse(events, bx * by * bz)
+    tpb = bx * by * bz
+    kind = events["kind"]
+    memory = kind < EV_BARRIER
+    plain = memory & ((kind & EV_ATOMIC) == 0)
+    is_shared = (kind & EV_SHARED) != 0
+    glob = analyse(events[plain & ~is_shared], tpb)
+    shar = analyse_shared(events[plain & is_shared], tpb)
     module = f.module
-    built = module._build("clang")
-    base = int(rt.lib.kata_lib_base(f._symbol("kata_invoke__", "clang")))
-    pcs = sorted({int(p) for p in stats["pc"]})
+    built = module._build(TRACED)
+    base = int(rt.lib.kata_lib_base(f._symbol("kata_invoke__", TRACED)))
+    pcs = sorted({int(p) for p in glob["pc"]} | {int(p) for p in shar["pc"]})
     where = symbolize(built.path, [p - base - 1 for p in pcs], module.name) if pcs else {}
     src_lines = module.source.splitlines()
-    agg: dict[tuple[str, int, str], list[int]] = {}
-    for pc, store, sectors, useful in zip(
-        stats["pc"], stats["store"], stats["sectors"], stats["useful"], strict=True
-    ):
-        file, line = where.get(int(pc) - base - 1, ("?", 0))
-        key = (file, line, "store" if store else "load")
-        a = agg.setdefault(key, [0, 0, 0])
-        a[0] += 1
-        a[1] += int(sectors)
-        a[2] += int(useful)
-    lines = []
-    for (file, line, kind), (requests, sectors, useful) in sorted(
-        agg.items(), key=lambda kv: (kv[0][1], kv[0][2])
-    ):
-        text = (
-            src_lines[line - 1]
-            if Path(file).name == module.name and 0 < line <= len(src_lines)
-            else ""
+
+    def text(file: str, line: int) -> str:
+        mine = Path(file).name == module.name and 0 < line <= len(src_lines)
+        return src_lines[line - 1] if mine else ""
+
+    def order(kv: Any) -> tuple[int, str]:
+        return (kv[0][1], kv[0][2])
+
+    lines = [
+        LineStats(Path(file).name, line, kind_, req, sectors, useful, text(file, line), lanes)
+        for (file, line, kind_), (req, sectors, useful, lanes) in sorted(
+            _merge(_lines(glob, where, base, "sectors"), _lines(glob, where, base, "useful")),
+            key=order,
         )
-        lines.append(LineStats(Path(file).name, line, kind, requests, sectors, useful, text))
+    ]
+    shared_lines = [
+        SharedLineStats(Path(file).name, line, kind_, req, waves, worst, lanes, text(file, line))
+        for (file, line, kind_), (req, waves, lanes, worst) in sorted(
+            _lines(shar, where, base, "wavefronts").items(), key=order
+        )
+    ]
+
+    def count(mask: np.ndarray) -> dict[str, int]:
+        return {"global": int((mask & ~is_shared).sum()), "shared": int((mask & is_shared).sum())}
+
+    structure = block_structure(events, tpb)
     return Trace(
         kernel=f.name,
         lines=lines,
-        accesses=int(r.events),
+        accesses=int((plain & ~is_shared).sum()),
         truncated=r.events_overflow,
         seconds=r.seconds,
+        shared_lines=shared_lines,
+        loads=count(plain & ((kind & EV_STORE) == 0)),
+        stores=count(plain & ((kind & EV_STORE) != 0)),
+        atomics=count(memory & ((kind & EV_ATOMIC) != 0)),
+        barriers=structure["barriers"],
+        steps=structure["steps"],
+        warp_ops=structure["warp_ops"],
+        threads_per_block=tpb,
     )
+
+
+def _merge(
+    sectors: dict[tuple[str, int, str], list[int]], useful: dict[tuple[str, int, str], list[int]]
+) -> list[tuple[tuple[str, int, str], tuple[int, int, int, int]]]:
+    """(key, (requests, sectors, useful bytes, lanes)) per global line."""
+    return [(key, (a[0], a[1], useful[key][1], a[2])) for key, a in sectors.items()]

@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* ---------------------------------------------------------------- pointer chasing
- * Task capacities: chase_link, chase_walk. Task line-size: pair_link (and chase_walk). */
+ * Task capacities: chase_link, chase_walk. Task line-size: flush_lines (and chase_walk). */
 
 int chase_link(void **slots, size_t n, size_t stride, uint64_t seed) {
     (void)slots, (void)n, (void)stride, (void)seed;
@@ -24,9 +24,9 @@ void *chase_walk(void *start, size_t hops) {
     return NULL; /* p = *p, hops times */
 }
 
-int pair_link(void *buf, size_t chunks, size_t chunk_bytes, size_t offset, uint64_t seed) {
-    (void)buf, (void)chunks, (void)chunk_bytes, (void)offset, (void)seed;
-    return MB_NOT_IMPLEMENTED;
+int flush_lines(void *buf, size_t chunks, size_t chunk_bytes, size_t offset) {
+    (void)buf, (void)chunks, (void)chunk_bytes, (void)offset;
+    return MB_NOT_IMPLEMENTED; /* evict the line of byte `offset` of every chunk, then a fence */
 }
 
 /* ---------------------------------------------------------------- STREAM (task bandwidth) */

@@ -16,6 +16,7 @@
 #define MB_OK 0
 #define MB_NOT_IMPLEMENTED -1
 #define MB_BAD_ARGS -2
+#define MB_UNSUPPORTED -3
 
 /* ---------------------------------------------------------------- pointer chasing
  * Task capacities. Link n slots into ONE random cycle: slot i lives at slots + i * stride
@@ -24,19 +25,20 @@
  * `seed` determines. Returns MB_OK, or MB_BAD_ARGS when n < 2 or stride < 1. */
 int chase_link(void **slots, size_t n, size_t stride, uint64_t seed);
 
-/* Tasks line-size and capacities. Follow `hops` pointers starting at `start` (p = *p, hops
+/* Tasks capacities and line-size. Follow `hops` pointers starting at `start` (p = *p, hops
  * times) and return where you end up (the tests check it). Each load depends on the one
  * before: that is what makes the time per hop a latency. Returns NULL while unimplemented. */
 void *chase_walk(void *start, size_t hops);
 
-/* Task line-size. `buf` holds `chunks` chunks of `chunk_bytes` each (a multiple of 8). In every
- * chunk, the word at offset 0 points to the word at `offset` in the same chunk, and that word
- * points to offset 0 of the next chunk; the chunks form ONE random cycle (seeded). A walk then
- * makes pairs of loads: a random chunk (a miss), then `offset` bytes further on -- a hit while
- * `offset` is inside the same cache line, a second miss once it is not.
- * Returns MB_OK, or MB_BAD_ARGS unless chunks >= 2, 8 <= offset < chunk_bytes and offset and
- * chunk_bytes are multiples of 8. */
-int pair_link(void *buf, size_t chunks, size_t chunk_bytes, size_t offset, uint64_t seed);
+/* Task line-size. `buf` holds `chunks` chunks of `chunk_bytes` bytes each. Evict from every
+ * level of the cache hierarchy the line that holds byte `offset` of every chunk (x86-64:
+ * _mm_clflush from <immintrin.h>; AArch64: the instruction "dc civac"), then wait until the
+ * evictions are complete (_mm_mfence; "dsb ish") before returning. The memory's contents do not
+ * change. The tests then walk a random pointer chase through the chunks' first words: every hop
+ * misses while `offset` shares a line with the first word, and none does once it is past it.
+ * Returns MB_OK; MB_BAD_ARGS unless chunks >= 1 and offset < chunk_bytes; MB_UNSUPPORTED on a
+ * processor for which you have no user-mode cache flush (the tests then skip). */
+int flush_lines(void *buf, size_t chunks, size_t chunk_bytes, size_t offset);
 
 /* ---------------------------------------------------------------- STREAM (task bandwidth)
  * The four STREAM kernels (McCalpin), over n doubles. Each returns MB_OK. */

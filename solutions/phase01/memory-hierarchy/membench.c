@@ -45,19 +45,27 @@ void *chase_walk(void *start, size_t hops) {
     return p;
 }
 
-int pair_link(void *buf, size_t chunks, size_t chunk_bytes, size_t offset, uint64_t seed) {
-    if (chunks < 2 || offset < 8 || offset >= chunk_bytes || offset % 8 || chunk_bytes % 8)
-        return MB_BAD_ARGS;
-    size_t *next = random_cycle(chunks, seed);
-    if (next == NULL) return MB_BAD_ARGS;
+/* One line out of every cache level, to memory: x86-64's CLFLUSH, AArch64's DC CIVAC (clean and
+ * invalidate to the point of coherency; Linux lets user code run it). */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FLUSH(p) _mm_clflush(p)
+#define FENCE() _mm_mfence()
+#elif defined(__aarch64__)
+#define FLUSH(p) __asm__ volatile("dc civac, %0" ::"r"(p) : "memory")
+#define FENCE() __asm__ volatile("dsb ish" ::: "memory")
+#endif
+
+int flush_lines(void *buf, size_t chunks, size_t chunk_bytes, size_t offset) {
+    if (chunks < 1 || offset >= chunk_bytes) return MB_BAD_ARGS;
+#if defined(FLUSH)
     char *base = buf;
-    for (size_t i = 0; i < chunks; i++) {
-        char *chunk = base + i * chunk_bytes;
-        *(void **)chunk = chunk + offset;
-        *(void **)(chunk + offset) = base + next[i] * chunk_bytes;
-    }
-    free(next);
+    for (size_t i = 0; i < chunks; i++) FLUSH(base + i * chunk_bytes + offset);
+    FENCE(); /* the walk that follows must not start before the lines are gone */
     return MB_OK;
+#else
+    return MB_UNSUPPORTED;
+#endif
 }
 
 /* ---------------------------------------------------------------- STREAM */

@@ -7,7 +7,9 @@ import statistics
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["Level", "cache_levels", "line_size"]
+__all__ = ["STEP", "Level", "cache_levels", "line_size"]
+
+STEP = 1.5  # a step is a drop to 1 / STEP of the cost or more (given)
 
 
 class Level(NamedTuple):
@@ -31,25 +33,37 @@ def _check(xs: Sequence[float], ys: Sequence[float], what: str) -> None:
             raise ValueError(f"{what}: the timing at {x} must be positive, got {y!r}")
 
 
-def line_size(offsets: Sequence[int], ns_per_pair: Sequence[float]) -> int:
-    """The smallest offset whose pair costs at least the geometric mean of the one-miss cost
-    (the smallest offset's) and the two-miss cost (the largest offset's)."""
-    _check(offsets, ns_per_pair, "line_size")
-    low, high = ns_per_pair[0], ns_per_pair[-1]
-    if high < 1.5 * low:
+def _misfit(log_costs: Sequence[float]) -> float:
+    """How far a group of points is from being one flat level: the sum of their distances (in
+    log, so by ratio) from the group's median. The median, not the mean: one outlier (a
+    measurement a busy machine slowed down) barely moves it."""
+    middle = statistics.median(log_costs)
+    return sum(abs(c - middle) for c in log_costs)
+
+
+def line_size(offsets: Sequence[int], ns_per_hop: Sequence[float]) -> int:
+    """The offset where a flush probe's sweep steps down from misses to hits: the split k
+    (1 <= k < n) that makes offsets[:k] and offsets[k:] each closest to flat (the smallest total
+    misfit; the first k on a tie), provided the misses' median is at least `STEP` times the hits'."""
+    _check(offsets, ns_per_hop, "line_size")
+    logs = [math.log(t) for t in ns_per_hop]
+    k = min(range(1, len(logs)), key=lambda k: _misfit(logs[:k]) + _misfit(logs[k:]))
+    misses, hits = statistics.median(ns_per_hop[:k]), statistics.median(ns_per_hop[k:])
+    if misses < STEP * hits:
         raise ValueError(
-            f"line_size: no step in the sweep: the largest offset costs {high:.3g} ns, the "
-            f"smallest {low:.3g} ns (less than 1.5x): is the buffer larger than the caches?"
+            f"line_size: no step down in the sweep: the best split, at offset {offsets[k]}, has "
+            f"{misses:.3g} ns per hop before it and {hits:.3g} ns from it on (less than "
+            f"{STEP}x): did the flush evict anything?"
         )
-    middle = math.sqrt(low * high)  # halfway between one and two misses, by ratio
-    return next(int(o) for o, t in zip(offsets, ns_per_pair, strict=True) if t >= middle)
+    return int(offsets[k])
 
 
 def cache_levels(
     sizes: Sequence[int], latency_ns: Sequence[float], jump: float = 1.5, rise: float = 1.2
 ) -> list[Level]:
-    """The plateaus of a pointer-chase sweep: each ends before a point more than `jump` times
-    slower than the plateau's first point; a transition lasts while steps rise by > `rise`."""
+    """The plateaus of a pointer-chase sweep: a plateau ends before a knee, a point more than
+    `jump` times the plateau's median so far whose next point is too (one slow point alone is an
+    outlier, not a knee); the transition after a knee lasts while points rise by > `rise`."""
     _check(sizes, latency_ns, "cache_levels")
     if not (jump > 1 and rise > 1):
         raise ValueError(f"cache_levels: jump and rise must be > 1, got {jump!r} and {rise!r}")
@@ -58,7 +72,8 @@ def cache_levels(
     start = 0  # the first point of the current plateau
     i = 1
     while i < n:
-        if latency_ns[i] > jump * latency_ns[start]:  # a knee: i no longer fits
+        level = jump * statistics.median(latency_ns[start:i])
+        if latency_ns[i] > level and (i + 1 == n or latency_ns[i + 1] > level):  # a knee
             plateau = latency_ns[start:i]
             levels.append(Level(int(sizes[i - 1]), statistics.median(plateau), int(sizes[i])))
             while i + 1 < n and latency_ns[i + 1] > rise * latency_ns[i]:

@@ -140,23 +140,32 @@ static inline unsigned long long clock64() { return kata_clock64(); }
 // ---------------------------------------------------------------- atomics
 // Fibers run on one OS thread and switch only at barriers, warp collectives and (in traced
 // builds, the "preempt" schedule) at memory accesses, so a plain read-modify-write is atomic here
-// as long as traced builds do not instrument it: no inlining, no coverage callbacks.
-#ifdef KATA_TRACE_BUILD
+// as long as traced builds do not instrument it: no inlining, no coverage or tsan callbacks.
+#if defined(KATA_TRACE_BUILD) && defined(__clang__)
 #define KATA_ATOMIC static __attribute__((noinline, no_sanitize("coverage")))
+#elif defined(KATA_TRACE_BUILD)
+#define KATA_ATOMIC static __attribute__((noinline, no_sanitize_thread))
 #else
 #define KATA_ATOMIC static inline
 #endif
-template <typename T> KATA_ATOMIC T atomicAdd(T* p, T v) { T o = *p; *p = o + v; return o; }
-template <typename T> KATA_ATOMIC T atomicSub(T* p, T v) { T o = *p; *p = o - v; return o; }
-template <typename T> KATA_ATOMIC T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
-template <typename T> KATA_ATOMIC T atomicMin(T* p, T v) { T o = *p; *p = v < o ? v : o; return o; }
-template <typename T> KATA_ATOMIC T atomicMax(T* p, T v) { T o = *p; *p = v > o ? v : o; return o; }
-template <typename T> KATA_ATOMIC T atomicAnd(T* p, T v) { T o = *p; *p = o & v; return o; }
-template <typename T> KATA_ATOMIC T atomicOr(T* p, T v) { T o = *p; *p = o | v; return o; }
-template <typename T> KATA_ATOMIC T atomicXor(T* p, T v) { T o = *p; *p = o ^ v; return o; }
-template <typename T> KATA_ATOMIC T atomicCAS(T* p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
-KATA_ATOMIC unsigned atomicInc(unsigned* p, unsigned v) { unsigned o = *p; *p = o >= v ? 0 : o + 1; return o; }
-KATA_ATOMIC unsigned atomicDec(unsigned* p, unsigned v) { unsigned o = *p; *p = (o == 0 || o > v) ? v : o - 1; return o; }
+// Traced builds note each atomic's address (and the kernel's instruction: the caller's address).
+#ifdef KATA_TRACE_BUILD
+extern "C" void kata_trace_atomic(void* pc, const void* p, unsigned size);
+#define KATA_NOTE(p) kata_trace_atomic(__builtin_return_address(0), (p), sizeof(*(p)))
+#else
+#define KATA_NOTE(p) ((void)0)
+#endif
+template <typename T> KATA_ATOMIC T atomicAdd(T* p, T v) { KATA_NOTE(p); T o = *p; *p = o + v; return o; }
+template <typename T> KATA_ATOMIC T atomicSub(T* p, T v) { KATA_NOTE(p); T o = *p; *p = o - v; return o; }
+template <typename T> KATA_ATOMIC T atomicExch(T* p, T v) { KATA_NOTE(p); T o = *p; *p = v; return o; }
+template <typename T> KATA_ATOMIC T atomicMin(T* p, T v) { KATA_NOTE(p); T o = *p; *p = v < o ? v : o; return o; }
+template <typename T> KATA_ATOMIC T atomicMax(T* p, T v) { KATA_NOTE(p); T o = *p; *p = v > o ? v : o; return o; }
+template <typename T> KATA_ATOMIC T atomicAnd(T* p, T v) { KATA_NOTE(p); T o = *p; *p = o & v; return o; }
+template <typename T> KATA_ATOMIC T atomicOr(T* p, T v) { KATA_NOTE(p); T o = *p; *p = o | v; return o; }
+template <typename T> KATA_ATOMIC T atomicXor(T* p, T v) { KATA_NOTE(p); T o = *p; *p = o ^ v; return o; }
+template <typename T> KATA_ATOMIC T atomicCAS(T* p, T cmp, T v) { KATA_NOTE(p); T o = *p; if (o == cmp) *p = v; return o; }
+KATA_ATOMIC unsigned atomicInc(unsigned* p, unsigned v) { KATA_NOTE(p); unsigned o = *p; *p = o >= v ? 0 : o + 1; return o; }
+KATA_ATOMIC unsigned atomicDec(unsigned* p, unsigned v) { KATA_NOTE(p); unsigned o = *p; *p = (o == 0 || o > v) ? v : o - 1; return o; }
 // Mixed argument types, as CUDA code writes them: atomicAdd(&count[i], 1) on unsigned counters.
 static inline unsigned atomicAdd(unsigned* p, int v) { return atomicAdd<unsigned>(p, (unsigned)v); }
 static inline unsigned long long atomicAdd(unsigned long long* p, int v) { return atomicAdd<unsigned long long>(p, (unsigned long long)v); }

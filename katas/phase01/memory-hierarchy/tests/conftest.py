@@ -1,5 +1,4 @@
-"""Fixtures of the public tests: your built kernels, the machine's caches, and bench.py (how
-everything is measured)."""
+"""Fixtures of the public tests: your built kernels and bench.py (how everything is measured)."""
 
 from __future__ import annotations
 
@@ -19,12 +18,3 @@ def lib(kata: Any, bench: Any, request: pytest.FixtureRequest) -> Any:
     """membench.c built with -O2 -march=native and loaded (once per module)."""
     option = request.config.getoption("kata_sanitize", default=None)
     return bench.build(kata, [s for s in (option or "").split(",") if s])
-
-
-@pytest.fixture(scope="module")
-def caches(bench: Any) -> list[Any]:
-    """This machine's data caches, from sysfs; the machine tests skip without them."""
-    found = bench.read_caches()
-    if len(found) < 2:
-        pytest.skip(f"this machine does not report its caches in {bench.CACHE_SYSFS}")
-    return found

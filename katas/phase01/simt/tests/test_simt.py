@@ -456,8 +456,47 @@ def test_loops_collatz(simt, isa):
     assert_matches_threads(isa, result, COLLATZ)
 
 
+class RanPastMaxSteps(AssertionError):
+    pass
+
+
+class BoundedTrace(list):
+    """A warp's trace that fails the test once `bound` issues are in it: a run() that does not
+    stop at max_steps fails at once instead of spinning until the test's time limit."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def _check(self, more: int) -> None:
+        if len(self) + more > self.bound:
+            raise RanPastMaxSteps(
+                f"run() issued more than {self.bound} instructions of an endless program: stop "
+                "once len(self.trace) reaches max_steps and raise StepLimitExceeded (task 4)"
+            )
+
+    def append(self, item) -> None:
+        self._check(1)
+        super().append(item)
+
+    def extend(self, items) -> None:
+        items = list(items)
+        self._check(len(items))
+        super().extend(items)
+
+    def __iadd__(self, items):
+        self.extend(items)
+        return self
+
+
+def bounded(warp, max_steps: int):
+    """`warp` with a trace that stops a runaway run() a little past max_steps."""
+    warp.trace = BoundedTrace(max_steps + 10)
+    return warp
+
+
 def test_loops_endless_loop_raises(simt, isa):
-    warp = simt.Warp("loop: jmp loop", width=4)
+    warp = bounded(simt.Warp("loop: jmp loop", width=4), 50)
     with pytest.raises(isa.StepLimitExceeded):
         warp.run(max_steps=50)
     assert len(warp.trace) == 50, "run issues up to max_steps instructions, then raises"
@@ -475,7 +514,7 @@ def test_loops_one_spinning_lane_holds_the_warp(simt, isa):
     spin:
         jmp  spin           # 2
     """
-    warp = simt.Warp(program, width=4, reconverge={0: 1})
+    warp = bounded(simt.Warp(program, width=4, reconverge={0: 1}), 100)
     with pytest.raises(isa.StepLimitExceeded):
         warp.run(max_steps=100)
     assert warp.trace[1:] == [simt.Issue(2, 0b0001)] * 99, (

@@ -157,7 +157,7 @@ def test_naive_transposes(cuda):
     transpose(cuda, "transpose_naive", 37, 50)  # partial tiles: guard both coordinates
 
 
-@pytest.mark.needs("clang")
+@pytest.mark.needs("cxx")
 def test_naive_traffic(cuda):
     t = transpose(cuda, "transpose_naive", 64, 96, mode="trace")
     # Rows of `in` are read 32 floats at a time (4 sectors); columns of `out` are written one
@@ -187,7 +187,7 @@ def test_tiled_transposes(cuda):
     check_tiled(cuda, "transpose_tiled")
 
 
-@pytest.mark.needs("clang")
+@pytest.mark.needs("cxx")
 def test_tiled_traffic(cuda):
     check_traffic(cuda, "transpose_tiled")
 
@@ -196,7 +196,7 @@ def test_padded_transposes(cuda):
     check_tiled(cuda, "transpose_padded")
 
 
-@pytest.mark.needs("clang")
+@pytest.mark.needs("cxx")
 def test_padded_traffic(cuda):
     check_traffic(cuda, "transpose_padded")
 

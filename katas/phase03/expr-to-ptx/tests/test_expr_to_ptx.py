@@ -60,7 +60,11 @@ def run(ptx: str, inputs: list[np.ndarray], dtype, n: int | None = None):
     """Launch the kernel over len(inputs[0]) elements; returns (out[:n], the padding, stats)."""
     n = len(inputs[0]) if n is None else n
     out = np.full(n + PAD, 77, dtype=dtype)
-    stats = run_kernel(ptx, "expr", [out, *inputs, np.uint32(n)], grid=-(-n // BLOCK), block=BLOCK)
+    # f32 '/' is IEEE division (README.md): div.approx/div.full are an error, not a near miss
+    stats = run_kernel(
+        ptx, "expr", [out, *inputs, np.uint32(n)], grid=-(-n // BLOCK), block=BLOCK,
+        ieee_division=True,
+    )  # fmt: skip
     return out[:n], out[n:], stats
 
 

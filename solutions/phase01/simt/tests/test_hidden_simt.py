@@ -362,6 +362,10 @@ def test_lockstep_random_straight_line(simt, isa, case):
 
 
 # --------------------------------------------------------------------------- task 2: divergence
+@pytest.mark.kata_gate(
+    "divergent lanes do not rejoin at the branch's reconvergence pc: the code after the if/else "
+    "issues once per side instead of once for the whole group"
+)
 @SETTINGS
 @given(case=cases(IF_ELSE, size=5))
 def test_divergence_random_if_else(simt, isa, case):
@@ -375,6 +379,10 @@ def test_divergence_random_if_else(simt, isa, case):
 
 
 # --------------------------------------------------------------------------- task 3: reconvergence
+@pytest.mark.kata_gate(
+    "immediate_post_dominators is a pattern that fits structured if/else and loops, not the "
+    "definition: it is wrong once a path (an exit, an out-of-line block) bypasses the pc it picks"
+)
 @SETTINGS
 @given(text=programs(EVERYTHING, size=4))
 def test_ipdom_random_programs_match_the_definition(simt, isa, text):
@@ -394,6 +402,10 @@ def test_ipdom_random_programs_match_the_definition(simt, isa, text):
     )
 
 
+@pytest.mark.kata_gate(
+    "nested branches do not reconverge at their immediate post-dominators: the split lanes do "
+    "not issue their join together"
+)
 @SETTINGS
 @given(case=cases(NESTED, size=4))
 def test_nested_random_programs_reconverge_at_ipdoms(simt, isa, case):

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from harness.cuda import static
 from harness.native.cache import ArtefactCache, hash_parts
+from harness.testing import fresh_module, watch_calls
 from harness.toolchain import find_tool
 
 SETTINGS = settings(
@@ -91,6 +92,28 @@ def test_calculator_shared_memory_rules(occ, arch, threads, regs, smem):
     assert got["shared_memory"] == limits["shared_memory"], (arch, smem)
 
 
+# What the harness uses to grade, which a submission must not call: its occupancy calculator, its
+# ptxas runner and build cache, its tool finder (and, with watch_calls' default, other programs).
+ORACLES = ("harness.cuda", "harness.native", "harness.toolchain")
+
+
+@pytest.mark.kata_gate(
+    "block_limits calls the harness's occupancy calculator (harness.cuda.static) instead of "
+    "applying the four limits itself"
+)
+def test_calculator_computes_the_limits_itself(occ):
+    """Catches: block_limits/occupancy returning harness.cuda.static.occupancy's answer (right
+    numbers, nothing learned); the module is loaded again under the watch, so a table computed
+    with the harness when it loads is seen too."""
+    shapes = [("sm_80", 128, 37, 0), ("sm_90", 256, 22, 57472), ("sm_75", 64, 0, 0)]
+    with watch_calls(*ORACLES) as log:
+        mine = fresh_module(occ)
+        got = [mine.block_limits(*shape) for shape in shapes]
+        [mine.occupancy(*shape) for shape in shapes]
+    assert not log, f"the calculator called {log}"
+    assert [dict(g) for g in got] == [_truth(*shape)[1] for shape in shapes]
+
+
 # --------------------------------------------------------------------------- predict
 @pytest.fixture(scope="module")
 def ptxas(kata):
@@ -118,6 +141,22 @@ def test_predict_limiters(kata, ptxas):
         if set(predicted[name]["limiters"]) != want:
             wrong.append(name)
     assert not wrong, "limiting resources wrong for: " + ", ".join(wrong)
+
+
+@pytest.mark.kata_gate(
+    "the predictions run ptxas (or the harness's calculator) when asked instead of predicting "
+    "the kernels' registers, shared memory and occupancy"
+)
+def test_predict_without_running_ptxas(kata):
+    """Catches: resources() compiling kernels.cu with ptxas (through the harness or a
+    subprocess) at run time or when the module loads, and launches() asking the harness's
+    calculator. Using your own calculator from occupancy.py is fine."""
+    predictions = kata.module("predictions")
+    with watch_calls(*ORACLES) as log:
+        mine = fresh_module(predictions)
+        mine.resources()
+        mine.launches()
+    assert not log, f"predictions.py called {log}"
 
 
 # --------------------------------------------------------------------------- tune

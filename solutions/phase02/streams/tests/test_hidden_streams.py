@@ -9,6 +9,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from harness.testing import watch_calls
+
 SETTINGS = settings(
     max_examples=60,
     deadline=None,
@@ -35,6 +37,10 @@ def sizes(draw):
     return n, draw(st.integers(1, min(n, 40))), draw(st.integers(1, 9))
 
 
+@pytest.mark.kata_gate(
+    "chunk_bounds is right only for the examples: for any n the chunk sizes must differ by at "
+    "most one, the longer chunks first"
+)
 @SETTINGS
 @given(size=sizes())
 def test_plan_any_size(schedule, size):
@@ -57,6 +63,10 @@ def test_plan_any_size(schedule, size):
 stage = st.floats(0.01, 10.0)
 
 
+@pytest.mark.kata_gate(
+    "pipelined_time is right only for balanced stages: after the first chunk, the slowest "
+    "stage (not the mean of the three) sets the pace"
+)
 @SETTINGS
 @given(a=stage, b=stage, c=stage, n_chunks=st.integers(1, 24))
 def test_model_unbalanced_stages(schedule, timeline, a, b, c, n_chunks):
@@ -72,3 +82,20 @@ def test_model_unbalanced_stages(schedule, timeline, a, b, c, n_chunks):
     ]
     spans = timeline.simulate(ops, {"h2d": a / n, "kernel": b / n, "d2h": c / n})
     assert schedule.pipelined_time(a, b, c, n_chunks) == pytest.approx(timeline.makespan(spans))
+
+
+@pytest.mark.kata_gate(
+    "pipelined_time runs the given simulator (timeline.py) instead of deriving the pipeline's "
+    "time from the three stages"
+)
+def test_model_derived_not_simulated(schedule, timeline):
+    """The model task is the formula; timeline.simulate is what it is checked against. Catches:
+    building a plan inside pipelined_time and returning the simulator's makespan."""
+    with watch_calls(timeline) as log:
+        got = [schedule.pipelined_time(a, b, c, n) for a, b, c, n in CASES]
+    assert not log, f"pipelined_time called {log}"
+    want = [(a + b + c) / n + (n - 1) * max(a, b, c) / n for a, b, c, n in CASES]
+    assert got == pytest.approx(want)
+
+
+CASES = [(1.0, 2.0, 3.0, 4), (5.0, 1.0, 1.0, 10), (0.5, 0.25, 4.0, 1), (2.0, 2.0, 2.0, 7)]

@@ -128,7 +128,7 @@ def test_padded_any_shape(cuda, shape, schedules):
     check(cuda, "transpose_padded", *shape, schedules=schedules)
 
 
-@pytest.mark.needs("clang")
+@pytest.mark.needs("cxx")
 def test_padded_traffic_on_a_square_matrix(cuda):
     """Catches: a padded kernel that reads the tile by rows and writes `out` by columns (no
     bank conflicts, but the stores are uncoalesced again) -- 128 x 128, every request full."""

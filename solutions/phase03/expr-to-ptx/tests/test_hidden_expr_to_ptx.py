@@ -329,7 +329,11 @@ def oracle(sem, p: P, arrays: list[np.ndarray]) -> np.ndarray:
 
 def launch(ptx: str, p: P, arrays: list[np.ndarray], kernel: str = "expr"):
     out = np.full(N + PAD, 55, dtype=DTYPES[p.result.typ])
-    stats = run_kernel(ptx, kernel, [out, *arrays, np.uint32(N)], grid=-(-N // BLOCK), block=BLOCK)
+    # f32 '/' is IEEE division (README.md): div.approx/div.full are an error, not a near miss
+    stats = run_kernel(
+        ptx, kernel, [out, *arrays, np.uint32(N)], grid=-(-N // BLOCK), block=BLOCK,
+        ieee_division=True,
+    )  # fmt: skip
     assert (out[N:] == 55).all(), f"threads past n stored\n{p.src()}"
     return out[:N], stats
 
@@ -489,6 +493,35 @@ def test_codegen_hidden_min_max_nan_and_bra_uni(compiler, sem):
     b = np.resize(np.array([np.nan, 1.0, 5.0, np.nan, 4.0], np.float32), N)
     got, _ = launch(compiler.compile_source(p.src(), optimize=False).ptx, p, [a, b])
     assert_values(got, oracle(sem, p, [a, b]), p, [a, b], "min/max with NaN")
+
+
+# x = y = 1 + 2**-12: x * y = 1 + 2**-11 + 2**-24 exactly, a tie in f32 that rounds to even, so
+# x * y - 1.0 is 2**-11 with IEEE arithmetic and 2**-11 + 2**-24 when a multiply and an add are
+# fused; x / y with y = 3 + 0.1 k lands one ulp off under div.approx for some k.
+IEEE_PROGRAMS = ["in x: f32, y: f32; x * y - 1.0", "in x: f32, y: f32; 1.0 - x * y + x / y"]
+_UNROUNDED = re.compile(r"\b(add|sub|mul)(\.ftz)?\.f32\b|\bdiv\.(approx|full)\b")
+
+
+@pytest.mark.kata_gate(
+    "f32 + - * / are not IEEE: without .rn ptxas may fuse a multiply and an add into one fma, "
+    "and div.approx/div.full are within 2 ulp, not correctly rounded (write add.rn.f32 ... div.rn.f32)"
+)
+def test_codegen_hidden_ieee_rounding(compiler, sem):
+    """Catches: `add.f32`/`mul.f32` without .rn (ptxas may contract them into an fma: another
+    result on a GPU than the language's) and div.approx.f32 (what nvcc's fast math emits)."""
+    x = np.full(N, 1 + 2.0**-12, np.float32)
+    y = np.where(np.arange(N) % 2 == 0, x, np.float32(3) + np.float32(0.1) * np.arange(N))
+    y = y.astype(np.float32)
+    for src in IEEE_PROGRAMS:
+        ptx = compiler.compile_source(src).ptx
+        body = ptx[ptx.index("{") :]
+        found = sorted({m.group(0) for m in _UNROUNDED.finditer(body)})
+        assert not found, f"{src}: {', '.join(found)} in the kernel; README.md asks for .rn"
+        p = P((("x", "f32"), ("y", "f32")), (), T("name", "f32", "x"))
+        out, _ = launch(ptx, p, [x, y])
+        one = np.float32(1)
+        want = x * y - one if "/" not in src else (one - x * y) + x / y  # f32, rounded each step
+        assert np.array_equal(out, want), f"{src}: not IEEE f32 arithmetic"
 
 
 # --------------------------------------------------------------------------- ptxas

@@ -19,9 +19,13 @@ from hypothesis import strategies as st
 
 from harness.cuda import static
 from harness.native.cache import hash_parts
+from harness.testing import fresh_module, watch_calls
 from harness.toolchain import require_tool, tool_version_text
 
 SM75, SM90 = "sm_75", "sm_90"
+# The harness's own parsers, demangler and classifier (harness.cuda.static), which grade this
+# kata: a parser must not hand its text to them. (Finding c++filt with harness.toolchain is fine.)
+ORACLES = ("harness.cuda", "harness.native")
 SETTINGS = settings(
     max_examples=40,
     deadline=None,
@@ -224,6 +228,31 @@ def test_resources_hidden_synthetic_reports(resources, log):
     same_as_harness(resources, log)
 
 
+REPORT = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z4blurPKfPfi' for 'sm_75'
+ptxas info    : Function properties for _Z4blurPKfPfi
+    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 31 registers, 4224 bytes smem, 368 bytes cmem[0]
+"""
+
+
+@pytest.mark.kata_gate(
+    "parse_ptxas or demangle hands its input to the harness's own ptxas parser or demangler "
+    "(harness.cuda.static) instead of parsing it"
+)
+def test_resources_hidden_parsed_not_delegated(resources):
+    """Shortcut: parse_ptxas returning harness.cuda.static.parse_ptxas_verbose's answer and
+    demangle returning static.demangle's (running c++filt yourself is the task)."""
+    with watch_calls(*ORACLES, processes=False) as log:
+        mine = fresh_module(resources)
+        found = mine.parse_ptxas(REPORT)
+        names = mine.demangle(["_Z4blurPKfPfi", "plain"])
+    assert not log, f"resources.py called {log}"
+    blur = found["_Z4blurPKfPfi"]
+    assert (blur.registers, blur.spill_stores, blur.shared_bytes) == (31, 4, 4224)
+    assert names == {"_Z4blurPKfPfi": "blur(float const*, float*, int)", "plain": "plain"}
+
+
 TEMPLATES = """
 namespace ns {
 template <typename A, typename B> struct Pair { A a; B b; };
@@ -423,6 +452,40 @@ def test_sass_hidden_classify_every_opcode(sass, tc, kernels_cu, questions_cu):
     assert not wrong, f"misclassified: {wrong}"
 
 
+DUMP = """
+\tcode for sm_75
+\t\tFunction : _Z3fooPf
+\t.headerflags    @"EF_CUDA_SM75 EF_CUDA_PTX_SM(EF_CUDA_SM75)"
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.SYS R0, [R2] ;
+        /*0020*/              @P0  STS [R4], R0 ;
+        /*0030*/                   EXIT ;
+        /*0040*/                   BRA 0x40;
+        /*0050*/                   NOP;
+"""
+
+
+@pytest.mark.kata_gate(
+    "parse_sass or classify hands its input to the harness's own SASS parser or classifier "
+    "(harness.cuda.static) instead of reading cuobjdump's text and sorting the opcodes"
+)
+def test_sass_hidden_classified_not_delegated(sass):
+    """Shortcut: classify returning harness.cuda.static.classify_sass's class, parse_sass
+    returning static.parse_sass's instructions."""
+    with watch_calls(*ORACLES, processes=False) as log:
+        mine = fresh_module(sass)
+        functions = mine.parse_sass(DUMP)
+        classes = [mine.classify(op) for op in ("LDG.E.SYS", "STS", "FFMA", "BAR.SYNC", "LDL")]
+        counts = mine.count_classes(functions[0])
+    assert not log, f"sass.py called {log}"
+    assert [
+        static.classify_sass(op) for op in ("LDG.E.SYS", "STS", "FFMA", "BAR.SYNC", "LDL")
+    ] == classes
+    assert sum(counts.values()) == 4, (
+        "MOV, LDG, STS, EXIT: the BRA to itself and the NOP are padding"
+    )
+
+
 def test_sass_hidden_padding_rules(sass):
     """Shortcuts: dropping every trailing BRA, or everything after the last EXIT. A loop's
     back-branch can sit at the end of a function (after an EXIT); only a BRA to its own
@@ -551,6 +614,9 @@ def other_truth(tc, other_cu) -> dict:
     return truth(tc, other_cu)
 
 
+@pytest.mark.kata_gate(
+    "answers() are typed in for questions.cu, not measured: they are wrong for another source"
+)
 @pytest.mark.parametrize(
     "key",
     [

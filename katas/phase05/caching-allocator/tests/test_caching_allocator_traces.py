@@ -1,0 +1,82 @@
+"""Public tests of caching-allocator, tasks "traces" (recorded programs: device mallocs and
+peak reserved memory against the reference) and "speed" (ops per second)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+
+# --------------------------------------------------------------------------- traces
+def test_traces_training_hits_the_cache_after_step_one(lib: Any, traces: Any, replay: Any) -> None:
+    """The point of the caching allocator: a training loop repeats its allocations, so every
+    step after the first comes from the cache, with no cudaMalloc at all."""
+    one, _, _ = replay(lib, traces.training(steps=1))
+    four, info, _ = replay(lib, traces.training(steps=4))
+    assert four.device_mallocs == one.device_mallocs, (
+        f"1 step: {one.device_mallocs} device mallocs; 4 steps: {four.device_mallocs}"
+    )
+    assert four.allocated == 0 and info.bad_calls == 0
+
+
+@pytest.mark.parametrize("name", ["training", "inference", "side-stream", "tight"])
+def test_traces_mallocs_and_peak_reserved(
+    name: str, lib: Any, traces: Any, replay: Any, kata_budget: Any, build_reference: Any
+) -> None:
+    """Budgets: at most the reference's device mallocs and peak reserved bytes (deterministic
+    counts, so 1.0x: the same algorithm gives the same numbers)."""
+    trace = traces.load(name)
+    mine, info, _ = replay(lib, trace)
+    assert info.bad_calls == 0
+    kata_budget.metrics[f"device mallocs ({name})"] = mine.device_mallocs
+    kata_budget.metrics[f"peak reserved MiB ({name})"] = round(mine.peak_reserved / 2**20, 1)
+    ref = None
+    if kata_budget.reference_available:
+        ref = replay(build_reference(), trace)[0]
+    for metric, key, what in [
+        ("device mallocs", "mallocs", "device_mallocs"),
+        ("peak reserved bytes", "peak", "peak_reserved"),
+    ]:
+        kata_budget.compare(
+            lambda what=what: getattr(mine, what),
+            None if ref is None else (lambda what=what: getattr(ref, what)),
+            name=f"{key}-{name}",
+            metric=metric,
+            ratio=1.0,
+            rounds=1,
+        )
+
+
+def test_traces_picture(lib: Any, alloc: Any, traces: Any, picture: Any, kata_metrics: Any) -> None:
+    """Your allocator's segments halfway through the inference trace (README.md shows the
+    reference's): the HTML report shows this picture."""
+    trace = traces.inference()
+    dev = alloc.Device(lib, trace.capacity)
+    a = alloc.Allocator(lib, dev)
+    a.replay(trace.ops[: len(trace) // 2])
+    segments = a.snapshot()
+    assert segments and sum(s.size for s in segments) == a.stats().reserved
+    svg = picture.segments_svg(segments, "Your allocator halfway through the inference trace")
+    assert ET.fromstring(svg).tag.endswith("svg")
+    kata_metrics["svg"] = svg
+    kata_metrics["label"] = "your allocator's segments (halfway through 'inference')"
+    kata_metrics["fragmentation"] = round(picture.fragmentation(segments), 3)
+
+
+# --------------------------------------------------------------------------- speed
+def test_speed_churn_ops_per_second(
+    lib: Any, alloc: Any, traces: Any, kata_budget: Any, build_reference: Any
+) -> None:
+    """The churn trace (thousands of free holes in the small pool) replayed inside Rust;
+    budget: 2.5x the reference's time."""
+    trace = traces.churn()
+    ref_lib = build_reference()
+
+    def run(lib_: Any) -> int:
+        return alloc.Allocator(lib_, alloc.Device(lib_, trace.capacity)).replay(trace.ops)
+
+    verdict = kata_budget.compare(lambda: run(lib), lambda: run(ref_lib), name="churn", ratio=2.5)
+    kata_budget.metrics["your ops/s"] = round(len(trace) / (verdict.learner_cost / 1e9))
+    kata_budget.metrics["reference ops/s"] = round(len(trace) / (verdict.reference_cost / 1e9))
