@@ -42,6 +42,7 @@ INSTALL: dict[str, Install] = {
     "cuobjdump": _CUDA,
     "clang": Install(apt=("clang",), advice="install clang (apt-get install clang)"),
     "valgrind": Install(apt=("valgrind",), advice="install valgrind (apt-get install valgrind)"),
+    "cargo": Install(apt=("cargo",), advice="install Rust's cargo (apt-get install cargo)"),
     "chromium": Install(apt=("chromium",), advice="install chromium (apt-get install chromium)"),
     "namespaces": Install(
         apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"

@@ -138,7 +138,10 @@ def test_failed_gate_takes_the_task_and_says_why(repo: KataRepo) -> None:
     assert any("total: 6/16 points" in line for line in summary)
     assert "gate of task 'add'" in out and "earns no points while this test fails" in out
     add_json = task_json(repo, "add")
-    assert add_json["earned"] == 0 and add_json["earned_before_gate"] == pytest.approx(6.67)
+    # 2 of 3 equal tests of 10 points: 20/3, in quarter-point shares (harness.results).
+    assert add_json["earned"] == 0 and add_json["earned_before_gate"] == pytest.approx(
+        20 / 3, abs=0.25
+    )
     assert add_json["gate_reasons"] == [SENTENCE]
     gate_record = next(r for r in add_json["tests"] if r["name"] == "test_add_gate")
     assert gate_record["gate"] == SENTENCE and gate_record["outcome"] == FAILED
@@ -182,7 +185,7 @@ def test_gate_that_is_not_started_caps_nothing(repo: KataRepo) -> None:
     add = task_json(repo, "add")
     gate = next(r for r in add["tests"] if r["name"] == "test_add_gate")
     assert gate["outcome"] == NOT_STARTED
-    assert add["gate_reasons"] == [] and add["earned"] == pytest.approx(6.67)
+    assert add["gate_reasons"] == [] and add["earned"] == pytest.approx(20 / 3, abs=0.25)
 
 
 def test_reference_passes_its_gates(repo: KataRepo) -> None:
@@ -256,14 +259,14 @@ def test_the_sentence_and_capped_points_reach_every_report(repo: KataRepo) -> No
 
     grades = json.loads((out / "gradescope").read_text())
     add_tests = [t for t in grades["tests"] if t["tags"][1] == "add"]
-    assert round(sum(t["score"] for t in add_tests), 2) == 2.5
+    assert sum(t["score"] for t in add_tests) == 2.5  # exact: quarter-point scores
     assert grades["score"] == 8.5
     gate_test = next(t for t in add_tests if "test_add_gate" in t["name"])
     assert gate_test["output"].startswith(f"Gate failed: {SENTENCE}")
     assert "earns at most 2.5 of 10 points" in gate_test["output"]
 
     pl = json.loads((out / "prairielearn").read_text())
-    assert round(sum(t["points"] for t in pl["tests"]), 2) == 8.5
+    assert sum(t["points"] for t in pl["tests"]) == 8.5
 
     ex = json.loads((out / "exercism").read_text())
     assert any(t["message"] and SENTENCE in t["message"] for t in ex["tests"])
@@ -418,8 +421,10 @@ def test_gated_scores_add_up_to_the_capped_earned(
         "x", "X", points, [], [rec(i, ok) for i, ok in enumerate(oks)] + [rec(99, False)]
     )
     assert task.earned_before_gate == ungated.earned
-    assert task.earned == min(ungated.earned, round(points * fraction, 2))
-    assert round(sum(task.scores), 2) == task.earned
+    # The cap is gate_fraction of the points rounded down to the task's unit (dyadic: exact sums).
+    assert task.gate_cap <= points * fraction < task.gate_cap + task.unit
+    assert task.earned == min(ungated.earned, task.gate_cap)
+    assert sum(task.scores) == task.earned
     assert all(s == 0 for s, r in zip(task.scores, records, strict=True) if not r.ok)
     assert all(s >= 0 for s in task.scores)
 
@@ -449,7 +454,7 @@ def test_verify_passes_caught_shortcuts_and_prints_the_table(repo: KataRepo, cap
     assert "✓ gated" in out and "shortcut" not in out.split("shortcuts, points")[0]
     lines = out.split("shortcuts, points of the task each dodges:")[1].splitlines()
     five = next(line for line in lines if " five " in line)
-    assert five.split() == ["gated", "five", "add", "6.67", "→", "0", "of", "10"], five
+    assert five.split() == ["gated", "five", "add", "6.75", "→", "0", "of", "10"], five
     off = next(line for line in lines if "off-by-one" in line)
     assert off.split()[3:] == ["0", "→", "0", "of", "10"], "it fails the public tests too"
 
@@ -524,5 +529,5 @@ def test_bench_shortcuts_prints_before_and_after(repo: KataRepo, capsys, monkeyp
     code = bench_shortcuts.main([str(repo.root / "katas"), "--markdown"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "| gated | five | add | 6.67/10 | 0/10 |" in out
+    assert "| gated | five | add | 6.75/10 | 0/10 |" in out
     assert "1 shortcuts, 0 earn more than 50% of their task" in out
