@@ -119,6 +119,7 @@ def test_placed_fma_sweep_computes(lib: Any, bench: Any, rounds: int) -> None:
     )
 
 
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 def test_placed_kernels_on_your_roofline(
     lib: Any, bench: Any, roofline: Any, kata_metrics: dict[str, Any]
 ) -> None:

@@ -99,6 +99,7 @@ def test_stream_traffic_adds_a_read_for_ownership(lib: Any, bench: Any) -> None:
             )
 
 
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 def test_stream_bandwidth_of_this_machine(
     lib: Any, bench: Any, kata_metrics: dict[str, Any]
 ) -> None:
@@ -148,6 +149,7 @@ def test_fma_peak_runs_independent_chains(lib: Any, bench: Any) -> None:
     )
 
 
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 def test_fma_peak_beats_one_chain(lib: Any, bench: Any, kata_metrics: dict[str, Any]) -> None:
     """One chain waits for each FMA (latency); independent vector chains keep the FMA units busy
     (throughput). 8 scalar chains can be at most ~8x faster; at least 16x needs vectors."""
