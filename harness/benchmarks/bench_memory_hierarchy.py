@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,7 +34,17 @@ def verify_once(extra: list[str]) -> tuple[bool, float, str]:
     """One `kata verify` of the kata: (held, seconds, its output's problem lines)."""
     cmd = [sys.executable, "-m", "harness.cli", "verify", KATA, *extra]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    # Its own process group: an interrupted benchmark takes the verify and its pytest runs along.
+    with subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    ) as child:  # fmt: skip
+        try:
+            out, err = child.communicate()
+        except BaseException:
+            os.killpg(child.pid, signal.SIGKILL)
+            raise
+    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
     seconds = time.perf_counter() - t0
     problems = [line.strip() for line in proc.stdout.splitlines() if line.startswith("    ")]
     return proc.returncode == 0, seconds, "\n".join(problems) or proc.stderr[-500:]
@@ -49,6 +60,7 @@ def main() -> int:
     print(
         f"kata verify {KATA}, {args.runs} runs, {args.busy} busy processes, {os.cpu_count()} CPUs"
     )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so that `finally` stops the spinners
     spinners = busy(args.busy)
     held, times = 0, []
     try:
