@@ -211,7 +211,7 @@ def test_list_flags_a_task_needing_what_this_machine_lacks(
     assert code == 0
     assert "demo                  cpu (!)" in out
     assert "task mul needs nvcc: nvcc not found: install it" in out
-    assert "task gpu needs gpu" in out
+    assert "task gpu needs the gpu tier" in out
 
 
 def test_list_does_not_flag_what_the_machine_has(repo: KataRepo, capsys, monkeypatch) -> None:
