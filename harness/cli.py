@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .guide import command
-from .manifest import Manifest, ManifestError, Task, discover, load_manifest
+from .manifest import TIERS, Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
 
 if TYPE_CHECKING:
@@ -102,6 +102,10 @@ def _lacking(caps: Capabilities, tier: str | None, capabilities: tuple[str, ...]
     return out + [c for c in capabilities if not caps.has(c)]
 
 
+def _need(name: str) -> str:
+    return f"the {name} tier" if name in TIERS else name
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from .tiers import probe
 
@@ -122,10 +126,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         tier = m.tier + ("" if not (whole or tasks) else " (!)")
         say(f"{m.phase:02d}    {m.id:<22}{tier:<12}{len(m.tasks):>6}{m.points:>8}  {m.title}")
         if whole:
-            say(f"      (!) needs {', '.join(whole)}: {caps.why_not(whole[0])}", yellow=True)
+            needs = ", ".join(map(_need, whole))
+            say(f"      (!) needs {needs}: {caps.why_not(whole[0])}", yellow=True)
         for need, ids in tasks.items():
             which = f"task {ids[0]} needs" if len(ids) == 1 else f"tasks {', '.join(ids)} need"
-            say(f"      (!) {which} {need}: {caps.why_not(need)}", yellow=True)
+            say(f"      (!) {which} {_need(need)}: {caps.why_not(need)}", yellow=True)
     say(f"this machine: tiers {', '.join(caps.tiers)}")
     return EXIT_OK
 

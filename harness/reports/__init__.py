@@ -128,7 +128,7 @@ def write_reports(
         try:
             written.append(write_report(spec, result, root, options))
         except Exception as e:  # noqa: BLE001 - reported, and the other formats still get written
-            print(f"gpu-katas: report {spec} was not written: {e!r}", file=sys.stderr)
+            print(f"gpu-katas: report {spec} was not written: {_why(e)}", file=sys.stderr)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and options.step_summary:
         try:
@@ -136,8 +136,15 @@ def write_reports(
 
             append_step_summary(result, Path(summary))
         except OSError as e:
-            print(f"gpu-katas: job summary not written to {summary}: {e!r}", file=sys.stderr)
+            print(f"gpu-katas: job summary not written to {summary}: {_why(e)}", file=sys.stderr)
     return written
+
+
+def _why(e: BaseException) -> str:
+    """An exception as a sentence, not its repr: "No such file or directory: out/x.html"."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 # --------------------------------------------------------------------------- options

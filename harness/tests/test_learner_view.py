@@ -211,7 +211,7 @@ def test_list_flags_a_task_needing_what_this_machine_lacks(
     assert code == 0
     assert "demo                  cpu (!)" in out
     assert "task mul needs nvcc: nvcc not found: install it" in out
-    assert "task gpu needs gpu" in out
+    assert "task gpu needs the gpu tier" in out
 
 
 def test_list_does_not_flag_what_the_machine_has(repo: KataRepo, capsys, monkeypatch) -> None:
@@ -322,3 +322,14 @@ def test_verify_does_not_cut_test_names(repo: KataRepo, capsys) -> None:
     assert "the stub already passes every test of this task" in out
     for i in range(3):
         assert f"{LONG}{i}" in out, f"test {i}'s name was cut: {out}"
+
+
+def test_a_report_that_cannot_be_written_is_a_sentence(tmp_path, capsys) -> None:
+    from harness.reports import write_reports
+    from harness.results import RunResult
+
+    (tmp_path / "blocker").write_text("a file where a directory should be")
+    written = write_reports(["json:blocker/r.json"], RunResult(katas=[]), tmp_path, None)
+    err = capsys.readouterr().err
+    assert written == [] and "report json:blocker/r.json was not written: " in err
+    assert "Error(" not in err and "Errno" not in err, err

@@ -1,10 +1,12 @@
 """How this kata measures (given: read it, do not edit it).
 
 The tests build your membench.c, allocate every buffer, and time your kernels here, the same way
-each time: fresh memory, a warm-up, several repeats; the minimum for latencies (interference from
-other processes only ever adds time), the median for rates; and for bandwidth and FLOP rates a
-baseline measured in the same run, interleaved with your kernel (A B B A ...), so that a busy
-machine slows both alike. No test compares a time with a fixed number.
+each time: fresh memory, a warm-up, several repeats, and the *fastest* repeat (interference from
+other processes only ever adds time, so the fastest run is the least disturbed one); for
+bandwidth and FLOP rates a baseline measured in the same run, interleaved with your kernel
+(A B B A ...), so that a busy spell slows both alike; and runs short enough (a few ms) to fit
+between two moments the scheduler gives the core to another program. No test compares a time
+with a fixed number.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ def timed(fn: Callable[[], Any]) -> float:
 def interleaved(
     mine: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 7
 ) -> tuple[float, float]:
-    """Median seconds of `mine` and of `baseline`, run alternately (order swapped each round)
+    """Fastest seconds of `mine` and of `baseline`, run alternately (order swapped each round)
     after one warm-up call of each."""
     mine(), baseline()
     a: list[float] = []
@@ -143,7 +145,37 @@ def interleaved(
         else:
             a.append(timed(mine))
             b.append(timed(baseline))
-    return statistics.median(a), statistics.median(b)
+    return min(a), min(b)
+
+
+def paired(mine: Callable[[], Any], baseline: Callable[[], Any], rounds: int = 9) -> float:
+    """How many times faster `mine` runs than `baseline`: the median, over rounds, of the
+    baseline's time over mine's in that round (the order swapped each round, after a warm-up
+    of each). The two runs of a round share the machine's state of the moment, so a busy spell
+    cancels out of their ratio; the median drops the rounds where it did not."""
+    mine(), baseline()
+    ratios = []
+    for r in range(rounds):
+        if r % 2:
+            b = timed(baseline)
+            a = timed(mine)
+        else:
+            a = timed(mine)
+            b = timed(baseline)
+        ratios.append(b / a)
+    return statistics.median(ratios)
+
+
+def fastest(calls: Sequence[Callable[[], Any]], rounds: int = 7) -> list[float]:
+    """Fastest seconds of each call, the calls taking turns round by round after one warm-up
+    each: a busy spell slows every one of them alike, and one undisturbed round is enough."""
+    for call in calls:
+        call()
+    best = [math.inf] * len(calls)
+    for _ in range(rounds):
+        for i, call in enumerate(calls):
+            best[i] = min(best[i], timed(call))
+    return best
 
 
 # --------------------------------------------------------------------------- sweeps

@@ -119,6 +119,7 @@ def test_placed_fma_sweep_computes(lib: Any, bench: Any, rounds: int) -> None:
     )
 
 
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 def test_placed_kernels_on_your_roofline(
     lib: Any, bench: Any, roofline: Any, kata_metrics: dict[str, Any]
 ) -> None:
@@ -138,27 +139,24 @@ def test_placed_kernels_on_your_roofline(
     px = lib.ffi.cast("float *", lib.ffi.from_buffer(x))
     bench.started(lib.fma_sweep(px, 16, 0.999, 0.001, 1), "fma_sweep")
 
+    # Each call a few ms: the compute-bound sweeps get fewer elements (the same intensity).
+    sweep_n = {r: min(n, (1 << 26) // r) for r in (1, 4, 16, 64, 256)}
+    calls = [
+        lambda: lib.fma_peak(pout, 1.0, 0.999, 0.001, iters),
+        lambda: lib.stream_triad(pa, pb, pc, 0.5, n_triad),
+        lambda: lib.stream_scale(pb, pc, 0.5, n_triad),
+        lambda: lib.stream_add(pc, pa, pb, n_triad),
+    ] + [lambda r=r, m=m: lib.fma_sweep(px, m, 0.999, 0.001, r) for r, m in sweep_n.items()]
     for _ in range(3):  # a busy machine can upset one measurement; three chances
-        t_peak, t_triad = bench.interleaved(
-            lambda: lib.fma_peak(pout, 1.0, 0.999, 0.001, iters),
-            lambda: lib.stream_triad(pa, pb, pc, 0.5, n_triad),
-            rounds=5,
-        )
+        t_peak, t_triad, t_scale, t_add, *t_sweeps = bench.fastest(calls)
         peak, bw = 2 * k * iters / t_peak, traffic / t_triad
         kernels = [roofline.Kernel("triad", 2.0 * n_triad, float(traffic), t_triad)]
-        for name, kernel, call in [  # 1 FLOP per element each; copy has none to plot
-            ("scale", 1, lambda: lib.stream_scale(pb, pc, 0.5, n_triad)),
-            ("add", 2, lambda: lib.stream_add(pc, pa, pb, n_triad)),
-        ]:
-            t = min(bench.timed(call) for _ in range(3))
+        for name, kernel, t in [("scale", 1, t_scale), ("add", 2, t_add)]:
+            # 1 FLOP per element each; copy has none to plot
             nbytes = float(lib.stream_traffic_bytes(kernel, n_triad))
             kernels.append(roofline.Kernel(name, 1.0 * n_triad, nbytes, t))
-        for rounds in (1, 4, 16, 64, 256):
-            t = min(
-                bench.timed(lambda r=rounds: lib.fma_sweep(px, n, 0.999, 0.001, r))
-                for _ in range(3)
-            )
-            kernels.append(roofline.Kernel(f"fma_sweep x{rounds}", 2.0 * rounds * n, 8.0 * n, t))
+        for (rounds, m), t in zip(sweep_n.items(), t_sweeps, strict=True):
+            kernels.append(roofline.Kernel(f"fma_sweep x{rounds}", 2.0 * rounds * m, 8.0 * m, t))
         placed = [roofline.place(kern, peak, bw) for kern in kernels]
         low, high = next(p for p in placed if p.kernel.name == "fma_sweep x1"), placed[-1]
         problems = []

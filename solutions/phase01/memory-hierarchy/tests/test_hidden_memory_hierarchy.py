@@ -388,6 +388,7 @@ def test_stream_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
 
 
 # --------------------------------------------------------------------------- FMA
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 def test_fma_peak_time_grows_with_iters(lib: Any, bench: Any) -> None:
     """Shortcut: fma_peak writes each chain's closed form, m^n (x0 + k) + a (1 - m^n) / (1 - m),
     instead of running the FMAs: right answers in no time, so the public speed-up test of this
