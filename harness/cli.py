@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--title")
     s.set_defaults(func=cmd_new)
     s = sub.add_parser(
-        "verify", help="check katas: reference passes, stubs fail every task, shortcuts earn little"
+        "verify", help="check katas: reference passes, stubs not started, shortcuts earn little"
     )
     s.add_argument("paths", nargs="*")
     s.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")

@@ -130,6 +130,11 @@ class KataContext:
             package = importlib.util.module_from_spec(spec)
             package.__path__ = paths
             sys.modules[name] = package
+            from .sandbox import fence  # here: the loader is where learner code enters
+
+            m = self.manifest
+            given = m.given if "given" in m.raw else None
+            fence.register(name, m.id, self.search_path, m.files, given)
         return name
 
 

@@ -1,8 +1,8 @@
 """`kata verify`: check that every kata holds its promises.
 
 For each kata: the manifest is valid and its id unique; every test belongs to a task and every
-task has tests; the reference solution passes every public and hidden test; the stubs fail at
-least one test of every task (so no task is vacuous); every shortcut under
+task has tests; the reference solution passes every public and hidden test; the stubs are *not
+started* on every test they run (never earning points, never failing); every shortcut under
 ``solutions/<kata>/shortcuts/`` is well-formed and earns at most half of the task it dodges
 (:mod:`.shortcuts`). Tests run in pytest subprocesses, the same way a learner runs them, with
 results written to a private directory.
@@ -124,6 +124,7 @@ def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
 
 
 def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
+    """Every stub is *not started* on every test it runs: never earning points, never failing."""
     for k in run.katas:
         v = by_path.get(k.path)
         if v is None:
@@ -136,6 +137,18 @@ def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
                     f"task {t.id!r}: the stub already passes every test of this task "
                     f"({_names(passing)})"
                 )
+            elif passing:
+                v.problems.append(
+                    f"task {t.id!r}: the stub earns points: {_names(passing)} "
+                    f"{'passes' if len(passing) == 1 else 'pass'} with the stub "
+                    "(a stub must be not started on every test)"
+                )
+            for r in ran:
+                if r.outcome in (FAILED, ERROR):
+                    v.problems.append(
+                        f"task {t.id!r}: the stub fails {r.name} instead of being not started: "
+                        f"{_first_line(r.message) or r.outcome}"
+                    )
 
 
 def _names(records: list[TestRecord], most: int = 8) -> str:

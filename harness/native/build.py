@@ -30,7 +30,7 @@ __all__ = [
 
 FORMAT_VERSION = "native-build-1"  # bump when the cache layout or base flags change
 HEADER_SUFFIXES = (".h", ".hh", ".hpp", ".hxx", ".inc", ".inl")
-SANITIZERS = frozenset({"address", "undefined", "leak"})
+SANITIZERS = frozenset({"address", "undefined", "leak", "thread"})
 _OPT_FLAGS = ("-O2", "-g")
 _SANITIZE_OPT_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer")  # readable sanitizer stacks
 _COMMON_FLAGS = ("-Wall", "-fdiagnostics-color=never")
@@ -89,6 +89,8 @@ def _normalise_sanitize(sanitize: Iterable[str] | str | None) -> tuple[str, ...]
     unknown = set(names) - SANITIZERS
     if unknown:
         raise ValueError(f"unknown sanitizer(s) {sorted(unknown)}; known: {sorted(SANITIZERS)}")
+    if "thread" in names and {"address", "leak"} & set(names):
+        raise ValueError("sanitize=thread cannot be combined with address or leak (gcc refuses)")
     return names
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from harness.native.diagnostics import trim_sanitizer_report
 from harness.toolchain import find_tool
 
-__all__ = ["NativeCrash", "asan_runtime", "run_isolated", "sanitizer_env"]
+__all__ = ["NativeCrash", "asan_runtime", "run_isolated", "sanitizer_env", "tsan_runtime"]
 
 _HARNESS_PARENT = str(Path(__file__).resolve().parents[2])  # so the child can import harness
 
@@ -70,6 +70,11 @@ def _runtime(compiler: str, libname: str) -> Path | None:
 def asan_runtime(compiler: str = "cc") -> Path | None:
     """Path of the compiler's shared ASan runtime (libasan.so), or None."""
     return _runtime(compiler, "libasan.so")
+
+
+def tsan_runtime(compiler: str = "cxx") -> Path | None:
+    """Path of the compiler's shared ThreadSanitizer runtime (libtsan.so), or None."""
+    return _runtime(compiler, "libtsan.so")
 
 
 def sanitizer_env(

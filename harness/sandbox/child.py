@@ -113,9 +113,10 @@ def _cap_sections(data: dict[str, Any]) -> None:
 def child_main(session: pytest.Session, fds: dict[str, int], spec: ChildSpec) -> None:
     """Runs in the forked child; never returns."""
     try:
-        from . import mark_child
+        from . import fence, mark_child
 
         mark_child()
+        fence.install()  # before the guard's snapshot: undoing the fence is then tampering
         guarded = secrets.has_secrets(spec.secrets)  # a key or masked files: before the scrub
         secrets.forget(session.config, spec.kata_dir)
         notes = lim.enter_child(spec.limits, spec.secrets, os.getuid() == 0)

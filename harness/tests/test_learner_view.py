@@ -333,3 +333,18 @@ def test_a_report_that_cannot_be_written_is_a_sentence(tmp_path, capsys) -> None
     err = capsys.readouterr().err
     assert written == [] and "report json:blocker/r.json was not written: " in err
     assert "Error(" not in err and "Errno" not in err, err
+
+
+def test_verify_requires_every_stub_to_be_not_started(repo: KataRepo, capsys) -> None:
+    repo.add_demo()  # DEMO_STUB: mul is wrong, so test_mul fails instead of being not started
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1
+    assert "task 'mul': the stub fails test_mul instead of being not started" in out
+    assert "task 'add'" not in out, "add's stub is not started: nothing to say"
+
+
+def test_verify_catches_a_stub_earning_part_of_a_task(repo: KataRepo, capsys) -> None:
+    repo.add_demo(stub=HALF_DONE)  # add: test_add passes, test_add_hidden not started
+    code, out = kata(repo, "verify", capsys=capsys)
+    assert code == 1
+    assert "task 'add': the stub earns points: test_add passes with the stub" in out

@@ -444,3 +444,9 @@ def test_native_fixture_with_the_kata_plugin(repo, cache_dir):
     learner.assert_outcomes(failed=1)
     solution = repo.pytester.runpytest_subprocess("katas", "--kata-impl=solution")
     solution.assert_outcomes(passed=1)
+
+
+def test_thread_sanitizer_is_known_and_not_mixed_with_address() -> None:
+    assert build_mod._normalise_sanitize("thread") == ("thread",)
+    with pytest.raises(ValueError, match="thread"):
+        build_mod._normalise_sanitize("thread,address")

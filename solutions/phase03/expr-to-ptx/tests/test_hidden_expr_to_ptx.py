@@ -23,6 +23,7 @@ from harness.cuda.static import CudaCompileError, ptxas_resources
 from harness.native.build import default_cache
 from harness.ptx import run_kernel
 from harness.ptx.device import run_on_device
+from harness.testing import watch_calls
 
 CACHE = default_cache()
 
@@ -493,6 +494,18 @@ def test_codegen_hidden_min_max_nan_and_bra_uni(compiler, sem):
     b = np.resize(np.array([np.nan, 1.0, 5.0, np.nan, 4.0], np.float32), N)
     got, _ = launch(compiler.compile_source(p.src(), optimize=False).ptx, p, [a, b])
     assert_values(got, oracle(sem, p, [a, b]), p, [a, b], "min/max with NaN")
+
+
+@pytest.mark.kata_gate(
+    "the kernel comes from nvcc (or the harness's CUDA compiler), not from your instruction "
+    "selection: compile_source must not run another program"
+)
+def test_codegen_hidden_generated_not_compiled_by_nvcc(compiler):
+    """Catches: codegen writing the program out as CUDA C and returning nvcc's PTX (the
+    kernel computes, but nothing was selected), through subprocess or harness.cuda.static."""
+    with watch_calls("harness.cuda", "harness.native") as log:
+        compiler.compile_source("in x: f32, k: i32; let y = x * 2.0; y + f32(k % 3)")
+    assert not log, f"compile_source called {log}"
 
 
 # x = y = 1 + 2**-12: x * y = 1 + 2**-11 + 2**-24 exactly, a tie in f32 that rounds to even, so

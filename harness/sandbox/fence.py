@@ -1,0 +1,234 @@
+"""The oracle fence: learner modules cannot import the grader's modules.
+
+The harness holds what the tests check a submission against: an occupancy calculator, a ptxas
+parser, a SASS classifier and a demangler (``harness.cuda.static``), the hidden-test machinery,
+the budgets, the test helpers, the reference solutions. A learner module that imports one of them
+gets an :class:`ImportError` that names the import and says what to use instead. What learner
+code may import from the harness is the explicit :data:`ALLOWED` list (docs/kata-layout.md,
+"What learner code may import"), plus any module of its own kata; another implementation (the
+reference, loaded for budgets) and ``solutions`` are refused.
+
+Learner code is every module of the kata implementation being run (the learner's directory, or a
+shortcut's over the reference) except its tests and the modules the manifest lists in ``given``;
+a helper module the learner adds is learner code too. A manifest without ``given`` fences its
+``files`` only.
+
+Who is importing: the module whose code runs the import. For an ``import`` statement (and a
+direct ``__import__`` call) that is the caller's frame; for ``importlib.import_module`` too. Its
+code's file and its ``__name__`` are each checked against the learner files of the katas loaded
+in this process (:func:`register`, called by the loader), so a learner module that renames
+itself is still known by its file. Given modules and tests import freely: a given module may
+wrap an oracle on purpose (nvcc-pipeline's ``toolchain.py`` runs the real tools).
+
+Not covered, by design of a fence and not a wall (docs/integrity.md): code compiled at run time
+under another file name with other globals, ``sys.modules`` lookups and attribute walks from an
+allowed module, and importlib's private entry points. Gates that watch calls
+(``harness.testing.watch_calls``) catch a submission that reaches an oracle anyway.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KATA_PACKAGE_PREFIX = "_kata_"  # the loader's synthetic packages: _kata_p01_simt_learner_<hash>
+
+# What learner code may import from the harness (a module and everything it re-exports).
+ALLOWED: dict[str, str] = {
+    "harness": "todo() and KataTodo, for stubs",
+    "harness.cuda": "SourceModule, In/Out/InOut, zeros/empty/to_device and the CUDA errors: "
+    "launching your kernels",
+    "harness.cuda.args": "In/Out/InOut (also in harness.cuda)",
+    "harness.cuda.errors": "the CUDA errors (also in harness.cuda)",
+    "harness.toolchain": "find_tool/require_tool: where nvcc, ptxas and friends are",
+}
+
+# Refused modules (by prefix), with what to use instead; the first matching prefix wins.
+INSTEAD: tuple[tuple[str, str], ...] = (
+    (
+        "harness.cuda.static",
+        "it is the grader's oracle (occupancy calculator, ptxas and SASS parsers, demangler): "
+        "compute the answer yourself as the README explains, with the kata's given modules",
+    ),
+    ("harness.hidden", "hidden tests run at grading; the public tests and `kata hint` are yours"),
+    ("harness.budgets", "budgets are measured by the tests against the reference, not by you"),
+    ("harness.testing", "test helpers belong to tests; learner code computes its own answers"),
+    ("harness.ptx", "the PTX interpreter is how the tests run your PTX; generate it yourself"),
+    ("harness.sandbox", "the sandbox runs your code; it is not for your code to use"),
+    ("solutions", "the reference solution is not part of the kata"),
+    ("harness", "it is part of the grader"),
+)
+
+
+@dataclass(frozen=True)
+class KataFiles:
+    """One loaded kata implementation: whose modules count as learner code, and what is given."""
+
+    package: str
+    kata: str
+    dirs: tuple[Path, ...]  # the search path: shortcut, solutions, kata (as the loader has it)
+    files: frozenset[str]  # the manifest's learner files (kata-relative)
+    given: frozenset[str] | None  # the manifest's `given` (kata-relative), None if not declared
+
+    def relative(self, path: Path) -> str | None:
+        for d in self.dirs:
+            try:
+                return path.relative_to(d).as_posix()
+            except ValueError:
+                continue
+        return None
+
+    def is_learner_file(self, path: Path) -> bool:
+        rel = self.relative(path)
+        if rel is None or rel.split("/", 1)[0] == "tests":
+            return False
+        if self.given is None:  # no `given` declared: only the learner files are learner code
+            return rel in self.files
+        return rel not in self.given
+
+
+_KATAS: dict[str, KataFiles] = {}  # package name -> kata
+_LEARNER_FILES: dict[str, KataFiles] = {}  # learner file (str path, resolved) -> its kata
+_original: dict[str, Any] = {}
+
+
+def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
+             given: tuple[str, ...] | None) -> None:  # fmt: skip
+    """Fence the learner files of one loaded kata implementation (the loader calls this)."""
+    both = tuple(dict.fromkeys([*dirs, *(d.resolve() for d in dirs)]))
+    entry = KataFiles(
+        package, kata, both, frozenset(files), None if given is None else frozenset(given)
+    )
+    _KATAS[package] = entry
+    # Code objects carry the path they were compiled from: the loader's, or a resolved one.
+    for d in both:
+        for path in d.rglob("*.py") if d.is_dir() else ():
+            if "__pycache__" not in path.parts and entry.is_learner_file(path):
+                _LEARNER_FILES.setdefault(str(path), entry)
+    install()
+
+
+def install() -> None:
+    """Wrap the import entry points once per process (idempotent)."""
+    if _original:
+        return
+    _original["__import__"] = builtins.__import__
+    _original["import_module"] = importlib.import_module
+    builtins.__import__ = _fenced_import
+    importlib.import_module = _fenced_import_module
+    importlib.__import__ = _fenced_import
+
+
+def uninstall() -> None:
+    """Restore the import entry points (tests of the fence itself)."""
+    if not _original:
+        return
+    builtins.__import__ = _original["__import__"]
+    importlib.import_module = _original["import_module"]
+    importlib.__import__ = _original["__import__"]
+    _original.clear()
+
+
+def _fenced_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
+                   level: int = 0) -> Any:  # fmt: skip
+    caller = sys._getframe(1)
+    kata = _learner(caller, globals)
+    if kata is not None:
+        g = globals if isinstance(globals, dict) else caller.f_globals
+        target = _absolute(name, g, level)
+        _check(kata, target, caller)
+        for item in fromlist or ():
+            if isinstance(item, str) and item != "*":
+                _check(kata, f"{target}.{item}", caller, only_modules=True)
+    return _original["__import__"](name, globals, locals, fromlist, level)
+
+
+def _fenced_import_module(name: str, package: str | None = None) -> Any:
+    caller = sys._getframe(1)
+    kata = _learner(caller, None)
+    if kata is not None:
+        target = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+        _check(kata, target, caller)
+    return _original["import_module"](name, package)
+
+
+def _learner(frame: Any, globals: Any) -> KataFiles | None:
+    """The kata whose learner code runs in `frame`, or None when it is not learner code."""
+    entry = _LEARNER_FILES.get(frame.f_code.co_filename)
+    if entry is not None:
+        return entry
+    g = globals if isinstance(globals, dict) else frame.f_globals
+    name = g.get("__name__") if isinstance(g, dict) else None
+    if not isinstance(name, str) or not name.startswith(KATA_PACKAGE_PREFIX):
+        return None
+    entry = _KATAS.get(name.split(".", 1)[0])
+    file = g.get("__file__")
+    if entry is None or not isinstance(file, str):
+        return None
+    return entry if entry.is_learner_file(Path(file).resolve()) else None
+
+
+def _absolute(name: str, globals: dict[str, Any], level: int) -> str:
+    if level == 0:
+        return name
+    package = globals.get("__package__") or globals.get("__name__", "").rpartition(".")[0]
+    try:
+        return importlib.util.resolve_name("." * level + name, package)
+    except (ImportError, ValueError):
+        return name  # the real import reports it
+
+
+def _check(kata: KataFiles, target: str, frame: Any, only_modules: bool = False) -> None:
+    reason = _refusal(kata, target)
+    if reason is None:
+        return
+    if only_modules and not _is_module(target):
+        return  # `from harness import todo`: a name, not a module
+    where = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno}"
+    raise ImportError(
+        f"import of {_shown(kata, target)!r} refused ({where}): {reason}. Learner code may import "
+        f"{_allowed_text(kata)} (docs/kata-layout.md, 'What learner code may import')",
+        name=target,
+    )
+
+
+def _refusal(kata: KataFiles, target: str) -> str | None:
+    """Why learner code of `kata` may not import `target`; None when it may."""
+    top = target.split(".", 1)[0]
+    if top.startswith(KATA_PACKAGE_PREFIX):
+        if top != kata.package:
+            return "it is another implementation of a kata (the reference, or another kata's)"
+        return None
+    if target in ALLOWED or top not in ("harness", "solutions"):
+        return None
+    for prefix, instead in INSTEAD:
+        if target == prefix or target.startswith(prefix + "."):
+            return instead
+    return None
+
+
+def _shown(kata: KataFiles, target: str) -> str:
+    return (
+        "." + target[len(kata.package) + 1 :] if target.startswith(kata.package + ".") else target
+    )
+
+
+def _allowed_text(kata: KataFiles) -> str:
+    own = "the modules of this kata"
+    if kata.given:
+        own += " (given: " + ", ".join(sorted(kata.given)) + ")"
+    return ", ".join(f"{m} ({what})" for m, what in ALLOWED.items()) + " and " + own
+
+
+def _is_module(name: str) -> bool:
+    if name in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError, AttributeError):
+        return False

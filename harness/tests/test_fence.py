@@ -1,0 +1,131 @@
+"""The oracle fence, tried with hostile submissions: learner code cannot import the grader's
+modules, however it spells the import; what the kata gives still imports."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.sandbox import fence
+
+from .conftest import DEMO_MANIFEST, KataRepo
+
+PUBLIC = """\
+def test_add_loads(kata):
+    assert kata.module("calc").add(2, 3) == 5
+"""
+
+OK_BODY = "\n\ndef add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n"
+
+
+def run_learner(repo: KataRepo, calc: str, *args: str, manifest: str | None = None) -> dict:
+    """Run the demo kata with `calc` as the learner's calc.py; the test's record."""
+    repo.add_demo(stub=calc, public=PUBLIC, hidden=None, manifest=manifest)
+    repo.pytester.runpytest("katas", "-p", "no:randomly", *args)
+    data = json.loads((repo.root / ".kata" / "last-run.json").read_text())
+    return next(r for t in data["katas"][0]["tasks"] for r in t["tests"])
+
+
+@pytest.mark.parametrize(
+    "code, refused, instead",
+    [
+        ("from harness.cuda.static import occupancy", "harness.cuda.static", "grader's oracle"),
+        ("import harness.cuda.static as s", "harness.cuda.static", "grader's oracle"),
+        ("from harness.cuda import static", "harness.cuda.static", "grader's oracle"),
+        ("import harness.hidden", "harness.hidden", "hidden tests run at grading"),
+        ("from harness import testing", "harness.testing", "test helpers belong to tests"),
+        ("import importlib\nimportlib.import_module('harness.budgets')", "harness.budgets",
+         "budgets are measured by the tests"),
+        ("__import__('harness.ptx')", "harness.ptx", "generate it yourself"),
+        ("import builtins\nbuiltins.__import__('harness.loader', None, None, ['KataContext'])",
+         "harness.loader", "part of the grader"),
+        ("from importlib import import_module as im\nim('.plugin', 'harness')", "harness.plugin",
+         "part of the grader"),
+        ("__name__ = 'harness.pretend'\nimport harness.cuda.static", "harness.cuda.static",
+         "grader's oracle"),
+        ("import solutions.phase01.demo.calc", "solutions.phase01.demo.calc",
+         "the reference solution is not part of the kata"),
+    ],
+)  # fmt: skip
+def test_refused_imports_name_the_import_and_what_to_use(
+    repo: KataRepo, code: str, refused: str, instead: str
+) -> None:
+    record = run_learner(repo, code + OK_BODY)
+    assert record["outcome"] == "failed", record
+    message = record["message"]
+    assert f"import of '{refused}' refused (calc.py:" in message, message
+    assert instead in message
+    assert "Learner code may import harness (todo() and KataTodo" in message
+
+
+def test_what_learners_may_import_still_imports(repo: KataRepo) -> None:
+    code = (
+        "import harness\nfrom harness import todo, KataTodo\nfrom harness.cuda import In, Out\n"
+        "import harness.toolchain\nfrom harness.toolchain import find_tool\nimport numpy, json\n"
+        "import importlib\nimportlib.import_module('harness.cuda.errors')\n"
+    )
+    record = run_learner(repo, code + OK_BODY)
+    assert record["outcome"] == "passed", record["message"]
+
+
+def test_another_implementation_is_refused(repo: KataRepo) -> None:
+    code = (
+        "import importlib\n"
+        "importlib.import_module(__name__.split('.')[0].replace('_learner_', '_solution_') "
+        "+ '.calc')\n"
+    )
+    record = run_learner(repo, code + OK_BODY)
+    assert "it is another implementation of a kata" in record["message"], record
+
+
+def test_the_fence_holds_without_the_sandbox_too(repo: KataRepo) -> None:
+    record = run_learner(repo, "import harness.cuda.static" + OK_BODY, "--kata-no-sandbox")
+    assert "import of 'harness.cuda.static' refused" in record["message"], record
+
+
+def test_undoing_the_fence_is_tampering(repo: KataRepo) -> None:
+    code = "import builtins, importlib._bootstrap as b\nbuiltins.__import__ = b.__import__\n"
+    record = run_learner(repo, code + OK_BODY)
+    assert record["outcome"] == "failed"
+    assert (
+        "tampered with the test harness" in record["message"] and "__import__" in record["message"]
+    )
+
+
+GIVEN_MANIFEST = DEMO_MANIFEST.format(id="demo", time_limit=10).replace(
+    'files = ["calc.py"]', 'files = ["calc.py"]\ngiven = ["sim.py"]'
+)
+
+
+def test_given_modules_may_wrap_oracles_but_learner_helpers_are_fenced(repo: KataRepo) -> None:
+    # The given module uses the oracle on the learner's behalf (as nvcc-pipeline's toolchain.py
+    # runs the real tools): allowed. A helper the learner adds is learner code: fenced.
+    repo.write("katas/phase01/demo/sim.py", "from harness.cuda.static import occupancy\nBASE = 0\n")
+    record = run_learner(repo, "from .sim import BASE" + OK_BODY, manifest=GIVEN_MANIFEST)
+    assert record["outcome"] == "passed", record["message"]
+    repo.write("katas/phase01/demo/helper.py", "from harness.cuda.static import occupancy\n")
+    record = run_learner(repo, "from . import helper" + OK_BODY, manifest=GIVEN_MANIFEST)
+    assert "import of 'harness.cuda.static' refused (helper.py:1)" in record["message"], record
+
+
+def test_reference_and_kata_tests_are_not_fenced(repo: KataRepo) -> None:
+    repo.add_demo()
+    repo.write(
+        "katas/phase01/demo/tests/test_uses_oracle.py",
+        "from harness.cuda import static\n\ndef test_add_oracle(kata):\n"
+        "    assert static is not None and kata.module('calc').add(1, 1) == 2\n",
+    )
+    result = repo.pytester.runpytest("katas", "--kata-impl=solution", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+def test_refusal_text_lists_the_allowlist() -> None:
+    kata = fence.KataFiles("_kata_x", "x", (), frozenset({"a.py"}), frozenset({"sim.py"}))
+    text = fence._allowed_text(kata)
+    for module in fence.ALLOWED:
+        assert module in text
+    assert "given: sim.py" in text
+    assert fence._refusal(kata, "harness.cuda.static") is not None
+    assert fence._refusal(kata, "harness.cuda") is None and fence._refusal(kata, "numpy") is None
+    assert fence._refusal(kata, "_kata_x.sim") is None
