@@ -14,8 +14,10 @@ DEFAULT_PYTHON=python3
 PYTHON=${KATA_PYTHON:-$DEFAULT_PYTHON}
 # What this grader may lack without the run being an error: PrairieLearn's graders have no GPU.
 export KATA_OPTIONAL=${KATA_OPTIONAL-gpu}
-# TIME BUDGET: the one place to pass the run's time budget (below the question's
-# externalGradingOptions.timeout), once `--kata-time-budget` is on main.
+# TIME BUDGET: the run ends, every report written, within this many seconds (pytest's
+# --kata-time-budget, read from the environment). Give the question an
+# externalGradingOptions.timeout at least 60 s above it (300 for the default 240).
+export KATA_TIME_BUDGET=${KATA_TIME_BUDGET-240}
 export KATA_PL_ROOT=$ROOT KATA_PL_COURSE=$COURSE
 # The harness comes from the course copy unless the image has it installed already.
 export PYTHONPATH="$COURSE${PYTHONPATH:+:$PYTHONPATH}"

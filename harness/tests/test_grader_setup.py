@@ -296,7 +296,9 @@ def _workflow_steps() -> tuple[str, str, dict[str, str]]:
     command = re.search(r"run: >-\n((?:\s{10}.*\n)+)", text)
     env = re.search(r"env:\n((?:\s{10}\w+: .*\n)+)\s+run: >-", text)
     assert install and command and env, "autograde.yml's steps are not where the test expects them"
-    values = dict(line.strip().split(": ", 1) for line in env[1].splitlines())
+    values = {
+        k: v.strip('"') for k, v in (line.strip().split(": ", 1) for line in env[1].splitlines())
+    }
     return install[1].strip(), " ".join(command[1].split()), values
 
 
@@ -324,7 +326,8 @@ def _workflow(published: dict[str, Path], tmp: Path, hide_cuda: bool, katas: lis
         str(next(tree.glob(f"katas/*/{k}")).relative_to(tree)) for k in katas) + " -n 2")  # fmt: skip
     out = _entry(
         ["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)],
-        {"KATA_OPTIONAL": env["KATA_OPTIONAL"], "KATA_HIDDEN_KEY": published["key"].read_text().strip()},
+        {"KATA_OPTIONAL": env["KATA_OPTIONAL"], "KATA_TIME_BUDGET": env["KATA_TIME_BUDGET"],
+         "KATA_HIDDEN_KEY": published["key"].read_text().strip()},
         tmp, hide_cuda, cwd=tree, rc=(1,) if hide_cuda else (0,),
     )  # fmt: skip  # pytest exits 1 on an incomplete grade; the step has continue-on-error
     lines = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
@@ -352,6 +355,19 @@ def test_workflow_without_the_toolchain_is_an_error_with_the_sentence(published:
     )
     assert SENTENCE.search(payloads["harness"]["tests"][0]["message"])
     assert SENTENCE.search(out), "the terminal says it too"
+
+
+def test_every_entry_point_passes_a_time_budget_below_its_platforms_limit() -> None:
+    def budget(text: str) -> int:
+        m = re.search(r"KATA_TIME_BUDGET(?:=\$\{KATA_TIME_BUDGET-|: \")(\d+)", text)
+        assert m, "no KATA_TIME_BUDGET in this entry point"
+        return int(m[1])
+
+    assert budget((GRADERS / "gradescope_zip" / "run_autograder").read_text()) < 600
+    assert budget((GRADERS / "run_prairielearn.sh").read_text()) <= 300 - 60
+    workflow = WORKFLOW.read_text()
+    minutes = int(re.search(r"timeout-minutes: (\d+)", workflow)[1])
+    assert budget(workflow) < minutes * 60 - 120, "room for checkout and the install"
 
 
 # --------------------------------------------------------------------------- the workflow file
