@@ -77,6 +77,7 @@ def verify(
         if m.id in seen_ids:
             v.problems.append(f"kata id {m.id!r} is also used by {_rel(seen_ids[m.id], root)}")
         seen_ids[m.id] = d
+        v.notes += _undeclared_modules(m)
         runnable.append(d)
     if not runnable:
         return list(verdicts.values())
@@ -161,6 +162,22 @@ def _names(records: list[TestRecord], most: int = 8) -> str:
 def _first_line(text: str, limit: int = 300) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _undeclared_modules(manifest: Manifest) -> list[str]:
+    """Python modules of the kata that are neither learner files nor `given`: the oracle fence
+    treats them as learner code (they may not import the grader's modules)."""
+    if "given" not in manifest.raw:
+        return ["no `given` list in kata.toml: only its `files` are fenced as learner code"]
+    known = set(manifest.files) | set(manifest.given)
+    loose = sorted(
+        str(p.relative_to(manifest.dir))
+        for p in manifest.dir.rglob("*.py")
+        if "tests" not in p.relative_to(manifest.dir).parts and "__pycache__" not in p.parts
+        and str(p.relative_to(manifest.dir)) not in known
+    )  # fmt: skip
+    return [f"{f}: neither a learner file nor given (the fence treats it as learner code)"
+            for f in loose]  # fmt: skip
 
 
 def _judge_shortcuts(

@@ -129,3 +129,18 @@ def test_refusal_text_lists_the_allowlist() -> None:
     assert fence._refusal(kata, "harness.cuda.static") is not None
     assert fence._refusal(kata, "harness.cuda") is None and fence._refusal(kata, "numpy") is None
     assert fence._refusal(kata, "_kata_x.sim") is None
+
+
+def test_verify_notes_modules_that_are_neither_learner_files_nor_given(repo: KataRepo) -> None:
+    from harness.manifest import load_manifest
+    from harness.verify import _undeclared_modules
+
+    kata = repo.add_demo(manifest=GIVEN_MANIFEST)
+    repo.write("katas/phase01/demo/sim.py", "")
+    assert _undeclared_modules(load_manifest(kata)) == []
+    repo.write("katas/phase01/demo/extra.py", "")
+    assert _undeclared_modules(load_manifest(kata)) == [
+        "extra.py: neither a learner file nor given (the fence treats it as learner code)"
+    ]
+    plain = repo.add_demo("plain", phase_dir="phase02")
+    assert "no `given` list" in _undeclared_modules(load_manifest(plain))[0]

@@ -531,3 +531,16 @@ def test_bench_shortcuts_prints_before_and_after(repo: KataRepo, capsys, monkeyp
     assert code == 0, out
     assert "| gated | five | add | 6.75/10 | 0/10 |" in out
     assert "1 shortcuts, 0 earn more than 50% of their task" in out
+
+
+def test_gates_hold_in_grade_mode_from_the_encrypted_bundle(repo: KataRepo, tmp_path) -> None:
+    """A published learner tree: the gate comes from the bundle, and caps the task the same."""
+    from .test_hidden import last_run, publish, run
+
+    gated_kata(repo, stub=SHORTCUT)
+    learner = publish(repo, tmp_path / "out")[0]
+    proc = run(learner, "katas", "--kata-grade")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    add = next(t for t in last_run(learner).katas[0].tasks if t.id == "add")
+    assert add.gate_reasons == [SENTENCE] and add.earned == 0
+    assert f"gate: {SENTENCE}" in proc.stdout
