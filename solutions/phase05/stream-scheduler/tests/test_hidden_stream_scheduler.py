@@ -196,7 +196,8 @@ def test_deadlock_value_written_twice(new: Any) -> None:
 # --------------------------------------------------------------------------- workloads
 @pytest.mark.kata_gate("a data race between host threads (ThreadSanitizer)")
 @pytest.mark.parametrize("run", [1, 2])
-def test_workloads_thread_sanitizer_again(kata: Any, run: int) -> None:
+def test_workloads_thread_sanitizer_again(kata: Any, new: Any, run: int) -> None:
+    new()  # not started yet: no sanitizer build
     from harness.native.diagnostics import trim_sanitizer_report
     from harness.native.isolate import tsan_runtime
 
