@@ -6,6 +6,8 @@
 - :func:`missing_path`: ``pytest katas/phase09`` where there is no phase09 names the phases (or,
   for a missing kata, the katas of its phase) that are there, instead of pytest's bare
   "file or directory not found".
+- :func:`narrowed`: whether the paths of a run name less than whole katas, so the summary can
+  say that it counts only the tests that ran (``kata progress`` keeps the others).
 - :func:`tasks_without_tests`: a task no collected test belongs to cannot be earned; the run
   warns about it (``kata verify`` fails on it).
 """
@@ -18,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from .manifest import MANIFEST_NAME, Manifest, Task
+from .manifest import MANIFEST_NAME, Manifest, Task, find_kata_dir
 
 _PHASE_DIR = re.compile(r"phase\d\d")
 
@@ -90,6 +92,24 @@ def missing_path(root: Path, invocation_dir: Path, args: list[str]) -> str | Non
                 f"Its katas are: {', '.join(have[parts[0]])}."
             )
     return None
+
+
+def narrowed(invocation_dir: Path, args: list[str]) -> bool:
+    """Whether `args` name part of a kata (a test file, a test id, its tests/ folder)."""
+    for arg in args:
+        if "::" in arg:
+            return True
+        path = Path(os.path.normpath(invocation_dir / arg))
+        kata_dir = find_kata_dir(path)
+        if kata_dir is not None and path.resolve() != kata_dir:
+            return True
+    return False
+
+
+PARTIAL_NOTE = (
+    "a partial run: tasks above count only the tests that ran; "
+    "`{kata} progress` keeps the others' latest results"
+)
 
 
 def kata_test_files(kata_dir: Path, hidden_dir: Path | None) -> set[Path]:

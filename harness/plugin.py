@@ -608,6 +608,19 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return ""
 
 
+def _partial(session: pytest.Session) -> bool:
+    """Whether this run left tests of its katas out: -k/-m/--deselect/--lf, part of a kata's
+    paths, or a -x stop. (`kata progress` merges such runs; the summary says so.)"""
+    from .guide import narrowed
+
+    opt = session.config.option
+    selected = getattr(opt, "keyword", "") or getattr(opt, "markexpr", "")
+    left_out = selected or getattr(opt, "deselect", None) or getattr(opt, "lf", False)
+    stopped = bool(session.shouldstop or session.shouldfail)
+    args = list(session.config.args)
+    return bool(left_out or stopped or narrowed(session.config.invocation_params.dir, args))
+
+
 class ResultCollector:
     """Controller-side: turns every report into a TestRecord, then saves and renders results.
 
@@ -618,6 +631,7 @@ class ResultCollector:
     def __init__(self, state: KataState) -> None:
         self.state = state
         self.builder = ResultBuilder(state.root, state.impl, list(state.caps.tiers))
+        self.partial = False  # the run left some of its katas' tests out
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed:
@@ -686,6 +700,7 @@ class ResultCollector:
         if active(session.config):
             if apply(result, optional_names(session.config)) and session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED  # graded incompletely
+        self.partial = _partial(session)
         options = report_options(session.config, self.state.results_dir)
         try:  # reports first: they are what graders read, and they must never be lost
             self.state.written += write_reports(
@@ -698,4 +713,4 @@ class ResultCollector:
         if self.state.result is not None:
             from .terminal import render_summary
 
-            render_summary(terminalreporter, self.state.result, self.state.written)
+            render_summary(terminalreporter, self.state.result, self.state.written, self.partial)

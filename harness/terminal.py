@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .guide import command
+from .guide import PARTIAL_NOTE, command
 from .results import (
     TASK_FAILING,
     TASK_IN_PROGRESS,
@@ -80,7 +80,7 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
     return out
 
 
-def render_summary(tr: Any, result: RunResult, written: list[str]) -> None:
+def render_summary(tr: Any, result: RunResult, written: list[str], partial: bool = False) -> None:
     tr.write_sep("=", "gpu-katas", bold=True)
     if result.impl != "learner":
         tr.write_line(f"implementation: {result.impl}")
@@ -93,5 +93,7 @@ def render_summary(tr: Any, result: RunResult, written: list[str]) -> None:
         tr.write_line(f"note: {note}", yellow=True)
     total = f"total: {fmt_points(result.earned)}/{result.points} points"
     tr.write_line(total, bold=True, green=result.earned == result.points and result.points > 0)
+    if partial:
+        tr.write_line("note: " + PARTIAL_NOTE.format(kata=command("kata")))
     for path in written:
         tr.write_line(f"report written: {path}")

@@ -149,13 +149,14 @@ class CudaSession:
     def empty(self, shape: Any, dtype: Any = "float32") -> Any:
         return hc.empty(shape, dtype, backend=self.backend)
 
-    def sparse(self, shape: Any, dtype: Any = "float32") -> Any:
-        """A zeroed cpu-backend device array that is not copied from numpy: gigabytes cost only
-        the pages a kernel touches (`.view()` reads and writes slices). For probes such as a
-        huge grid's last block (`f(..., blocks=range(last, last + 1))`)."""
+    def tail_array(self, n: int, dtype: Any = "float32", tail: int = 4096) -> Any:
+        """A cpu-backend device array of `n` elements of which only the last `tail` exist (a
+        guard page before the start and after the end; any other access is OutOfBounds). For
+        probes of a huge grid's last block (`f(..., blocks=range(last, last + 1))`): 2**31
+        floats cost a few pages. `.tail_view()` reads and writes those elements."""
         from harness.cuda.cpu.backend import CpuDeviceArray
 
-        return CpuDeviceArray(shape, dtype)
+        return CpuDeviceArray(n, dtype, tail=tail)
 
     def check_races(self, f: Any, *args: Any, **kw: Any) -> None:
         hc.check_races(f, *args, **kw)

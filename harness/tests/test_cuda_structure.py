@@ -216,10 +216,10 @@ __global__ void vadd(const float* a, const float* b, float* c, int n) {
 @pytest.mark.parametrize("index", ["long long", "int"])
 def test_the_last_block_of_a_huge_grid_shows_32_bit_index_overflow(index: str) -> None:
     f = kernel(VADD, "vadd", (f"-DINDEX={index}",))
-    n = 2**31 - 1  # 8 GiB per array, but only the pages the probe touches are ever allocated
-    a, b, c = (CpuDeviceArray(n, np.float32) for _ in range(3))
-    a.view()[-1024:] = 1.0
-    b.view()[-1024:] = 2.0
+    n = 2**31 - 1  # 8 GiB per array, of which only the last 4096 floats are mapped
+    a, b, c = (CpuDeviceArray(n, np.float32, tail=4096) for _ in range(3))
+    a.tail_view()[:] = 1.0
+    b.tail_view()[:] = 2.0
     blocks = 2**21  # x 1024 threads: the stride is 2**31, one past INT_MAX
     launch = {"block": (1024, 1, 1), "grid": (blocks, 1), "blocks": range(blocks - 1, blocks)}
     if index == "int":
@@ -228,8 +228,24 @@ def test_the_last_block_of_a_huge_grid_shows_32_bit_index_overflow(index: str) -
             f(a, b, c, np.int32(n), **launch)
     else:
         f(a, b, c, np.int32(n), **launch)
-        assert (c.view()[-1023:] == 3.0).all()
-        assert c.view()[-1025] == 0.0, "only the last block ran"
+        assert (c.tail_view()[-1023:] == 3.0).all()
+        assert c.tail_view()[-1025] == 0.0, "only the last block ran"
+
+
+def test_a_tail_array_faults_outside_its_tail() -> None:
+    source = """
+    __global__ void poke(float* a, long long i) { a[i] = 1.0f; }
+    """
+    f = kernel(source, "poke")
+    a = CpuDeviceArray(2**30, np.float32, tail=1024)
+    f(a, np.int64(2**30 - 1), block=(1, 1, 1), grid=(1, 1))
+    assert a.tail_view()[-1] == 1.0
+    with pytest.raises(hc.OutOfBounds, match="does not map"):
+        f(a, np.int64(2**29), block=(1, 1, 1), grid=(1, 1))
+    with pytest.raises(hc.OutOfBounds, match="past the end"):
+        f(a, np.int64(2**30), block=(1, 1, 1), grid=(1, 1))
+    with pytest.raises(hc.CudaError, match="tail_view"):
+        a.get()
 
 
 def test_blocks_must_lie_inside_the_grid() -> None:

@@ -348,3 +348,13 @@ def test_verify_catches_a_stub_earning_part_of_a_task(repo: KataRepo, capsys) ->
     code, out = kata(repo, "verify", capsys=capsys)
     assert code == 1
     assert "task 'add': the stub earns points: test_add passes with the stub" in out
+
+
+def test_the_summary_says_when_a_run_was_partial(repo: KataRepo) -> None:
+    repo.add_demo()
+    note = "a partial run: tasks above count only the tests that ran"
+    whole = [["katas"], ["katas/phase01/demo"]]
+    partial = [["katas", "-k", "mul"], ["katas/phase01/demo/tests"], ["katas", "-x"]]
+    for args in whole + partial:
+        out = repo.pytester.runpytest(*args).stdout.str()
+        assert (note in out) == (args in partial), args

@@ -90,6 +90,8 @@ typedef struct {
 int kata_launch(const kata_launch_t*, kata_result_t*);
 void* kata_dev_alloc(size_t, size_t, uintptr_t*, size_t*, int*);
 void kata_dev_free(uintptr_t, size_t, int);
+void* kata_dev_alloc_tail(size_t, size_t, uintptr_t*, size_t*, uintptr_t*, size_t*);
+void kata_dev_free_tail(uintptr_t, uintptr_t, size_t);
 void kata_zero(void*, size_t);
 void* kata_shared_alloc(size_t);
 void kata_shared_free(void*, size_t);
@@ -152,9 +154,13 @@ _pool_bytes = [0]
 class _Buffer:
     """A guarded MAP_SHARED mapping: the byte after `size` is on a PROT_NONE page."""
 
-    def __init__(self, nbytes: int, align: int = 0) -> None:
+    def __init__(self, nbytes: int, align: int = 0, tail: int | None = None) -> None:
         rt = runtime()
         self.size = int(nbytes)
+        self._window: tuple[int, int] | None = None  # (lo, size) of a tail buffer's mapping
+        if tail is not None:
+            self._init_tail(int(tail))
+            return
         if align <= 0:
             align = min(256, self.size & -self.size) if self.size else 16
         data = -(-self.size // align) * align
@@ -182,7 +188,33 @@ class _Buffer:
         self.id = next(_buffer_ids)
         self._ptr = ptr
 
+    def _init_tail(self, tail: int) -> None:
+        rt = runtime()
+        lo, msize = rt.ffi.new("uintptr_t*"), rt.ffi.new("size_t*")
+        wlo, wsize = rt.ffi.new("uintptr_t*"), rt.ffi.new("size_t*")
+        ptr = rt.lib.kata_dev_alloc_tail(self.size, tail, lo, msize, wlo, wsize)
+        if ptr == rt.ffi.NULL:
+            raise MemoryError(f"harness.cuda: cannot place a {self.size}-byte tail buffer")
+        self.address = int(rt.ffi.cast("uintptr_t", ptr))
+        self.map_lo, self.map_size = int(lo[0]), int(msize[0])
+        self._window = (int(wlo[0]), int(wsize[0]))
+        self.fd = -1  # forked launches only (the launch server maps memfds)
+        self.pages = 0
+        self._freed = False
+        self.id = next(_buffer_ids)
+        self._ptr = ptr
+
+    def tail_view(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """The last `count` elements of a tail buffer (they must lie in its mapped window)."""
+        rt = runtime()
+        nbytes = count * dtype.itemsize
+        assert self._window is not None and self.address + self.size - nbytes >= self._window[0]
+        ptr = rt.ffi.cast("char*", self._ptr) + (self.size - nbytes)
+        return np.frombuffer(rt.ffi.buffer(ptr, nbytes), dtype=dtype)
+
     def view(self, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        if self._window is not None:
+            raise CudaError("a tail buffer has only its last bytes: use tail_view()")
         rt = runtime()
         raw = rt.ffi.buffer(self._ptr, self.size) if self.size else b""
         return (
@@ -200,6 +232,9 @@ class _Buffer:
         if self._freed:
             return
         self._freed = True
+        if self._window is not None:
+            runtime().lib.kata_dev_free_tail(self.map_lo, *self._window)
+            return
         kept = _pool.setdefault(self.pages, [])
         if len(kept) < _POOL_PER_SIZE and _pool_bytes[0] + self.map_size <= _POOL_MAX_BYTES:
             kept.append((self.map_lo, self.map_size, self.fd, self.id))
@@ -218,11 +253,16 @@ class _Buffer:
 class CpuDeviceArray:
     """A device array of the cpu backend (pycuda's gpuarray, minimally): `.get()`, `.set(a)`."""
 
-    def __init__(self, shape: int | Sequence[int], dtype: Any = "float32") -> None:
+    def __init__(
+        self, shape: int | Sequence[int], dtype: Any = "float32", tail: int | None = None
+    ) -> None:
+        """`tail`: only the last `tail` elements exist (a probe's array; see `tail_array`)."""
         self.shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(shape)
         self.dtype = np.dtype(dtype)
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-        self._buf = _Buffer(self.nbytes)
+        nbytes_tail = None if tail is None else int(tail) * self.dtype.itemsize
+        self._buf = _Buffer(self.nbytes, tail=nbytes_tail)
+        self.tail = tail
 
     @classmethod
     def from_array(cls, a: np.ndarray) -> CpuDeviceArray:
@@ -243,12 +283,19 @@ class CpuDeviceArray:
         self._buf.write(a)
 
     def get(self) -> np.ndarray:
+        if self.tail is not None:
+            raise CudaError("a tail array has only its last elements: read them with tail_view()")
         return self._buf.read(self.dtype, self.shape)
 
     def view(self) -> np.ndarray:
-        """The buffer itself as a numpy array, no copy: a huge array's pages cost memory only
-        where they are touched (a memfd), so a probe reads and writes just the slices it needs."""
+        """The buffer itself as a numpy array, no copy (not for a tail array: use tail_view)."""
         return self._buf.view(self.dtype, self.shape)
+
+    def tail_view(self) -> np.ndarray:
+        """The last `tail` elements of a tail array, no copy: what a probe reads and writes."""
+        if self.tail is None:
+            return self.view().reshape(-1)
+        return self._buf.tail_view(self.dtype, self.tail)
 
     def __repr__(self) -> str:
         return f"CpuDeviceArray({self.shape}, {self.dtype})"

@@ -34,6 +34,10 @@
 
 #include "kata_cuda_types.h"
 
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000  // Linux 4.17; older kernels take it as a hint (checked)
+#endif
+
 #if !defined(__x86_64__)
 #error "the harness.cuda cpu backend needs x86-64 (fiber switch in assembly)"
 #endif
@@ -703,7 +707,12 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
                 } else {
                     snprintf(what, sizeof what, "device array %d", i);
                 }
-                if (addr >= b.start + b.size) {
+                if (addr >= b.start && addr < b.start + b.size) {
+                    snprintf(r->message, sizeof r->message,
+                             "%s address 0x%lx: byte %lld of %s, which this probe does not map "
+                             "(only its last bytes exist)",
+                             verb, (unsigned long)addr, (long long)(addr - b.start), what);
+                } else if (addr >= b.start + b.size) {
                     snprintf(r->message, sizeof r->message,
                              "out-of-bounds %s address 0x%lx: %lld bytes past the end of %s "
                              "(%zu bytes)",
@@ -1022,6 +1031,52 @@ extern "C" void* kata_dev_alloc(size_t nbytes, size_t align, uintptr_t* map_lo, 
     *map_lo = reinterpret_cast<uintptr_t>(base);
     *map_size = total;
     return base + (pages + 1) * g_page - data;
+}
+
+// A device buffer of `nbytes` of which only the last `tail` bytes (whole pages) exist, with a
+// guard page before its start and after its end, for probes of a huge grid's last blocks: an
+// 8 GiB array costs three small mappings (and stays inside an RLIMIT_AS sandbox). The hole
+// between is left unmapped and reserved for nobody, so the three pieces are placed far from
+// where the kernel puts mmaps (MAP_FIXED_NOREPLACE: never over an existing mapping).
+extern "C" void* kata_dev_alloc_tail(size_t nbytes, size_t tail, uintptr_t* map_lo,
+                                     size_t* map_size, uintptr_t* win_lo, size_t* win_size) {
+    if (!init_common()) return nullptr;
+    const size_t page = g_page;
+    size_t data = (nbytes + 3) & ~(size_t)3;
+    if (tail > data) tail = data;
+    size_t win = (tail + page - 1) / page * page;
+    if (win == 0) win = page;
+    size_t lead = (page - data % page) % page;  // start + data ends on a page boundary
+    for (uintptr_t cand = (uintptr_t)1 << 44; cand < (uintptr_t)0x700000000000ULL;
+         cand += (uintptr_t)1 << 42) {
+        uintptr_t start = cand + page + lead, end = start + data;
+        uintptr_t wlo = end - win > cand + page ? end - win : cand + page;
+        void* guard = mmap((void*)cand, page, PROT_NONE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (guard != (void*)cand) {
+            if (guard != MAP_FAILED) munmap(guard, page);
+            continue;
+        }
+        void* w = mmap((void*)wlo, end + page - wlo, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (w != (void*)wlo) {
+            if (w != MAP_FAILED) munmap(w, end + page - wlo);
+            munmap(guard, page);
+            continue;
+        }
+        mprotect((void*)end, page, PROT_NONE);
+        *map_lo = cand;
+        *map_size = end + page - cand;
+        *win_lo = wlo;
+        *win_size = end + page - wlo;
+        return (void*)start;
+    }
+    return nullptr;
+}
+
+extern "C" void kata_dev_free_tail(uintptr_t map_lo, uintptr_t win_lo, size_t win_size) {
+    munmap(reinterpret_cast<void*>(map_lo), g_page);
+    munmap(reinterpret_cast<void*>(win_lo), win_size);
 }
 
 extern "C" void kata_dev_free(uintptr_t map_lo, size_t map_size, int fd) {

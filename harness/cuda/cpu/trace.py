@@ -231,6 +231,21 @@ def _loc(text: str) -> tuple[str, int]:
         return parts[0], 0
 
 
+def _dense(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, index of each value among them) as uint64: 1-D uniques are fast."""
+    distinct, index = np.unique(values, return_inverse=True)
+    return distinct, index.reshape(-1).astype(np.uint64)
+
+
+def _pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.uint64]:
+    """One uint64 key per pair (a, b) of non-negative ints, ordered by a then b, for np.unique
+    on 1-D arrays (on 2-D rows it sorts ten times slower). b is replaced by its rank among
+    the distinct b's; returns the keys and that count (key // count = a)."""
+    _, rank = _dense(b)
+    width = np.uint64(int(rank.max()) + 1 if len(rank) else 1)
+    return a.astype(np.uint64) * width + rank, width
+
+
 def _requests(events: np.ndarray, threads_per_block: int) -> tuple[np.ndarray, np.ndarray]:
     """Group lane-level events into warp requests: (request id per event, (warp, pc) per request).
 
@@ -241,14 +256,23 @@ def _requests(events: np.ndarray, threads_per_block: int) -> tuple[np.ndarray, n
     pc = events["pc"]
     wpb = (threads_per_block + 31) // 32
     warp = (gtid // threads_per_block) * wpb + (gtid % threads_per_block) // 32
-    order = np.lexsort((np.arange(n), pc, gtid))
-    g_sorted, p_sorted = gtid[order], pc[order]
+    pcs, pc_rank = _dense(pc)
+    npc = np.uint64(len(pcs))
+    thread_pc = gtid * npc + pc_rank
+    order = np.argsort(thread_pc, kind="stable")  # stable: each thread's executions in order
+    t_sorted = thread_pc[order]
     new = np.ones(n, bool)
-    new[1:] = (g_sorted[1:] != g_sorted[:-1]) | (p_sorted[1:] != p_sorted[:-1])
+    new[1:] = t_sorted[1:] != t_sorted[:-1]
     starts = np.maximum.accumulate(np.where(new, np.arange(n), 0))
     occ = np.empty(n, np.uint64)
     occ[order] = np.arange(n) - starts
-    keys = np.stack([warp, pc, occ], axis=1)
+    span = np.uint64(int(occ.max()) + 1)
+    if (int(warp.max()) + 1) * int(npc) * int(span) < 2**63:
+        key = (warp * npc + pc_rank) * span + occ
+        ukeys, req = np.unique(key, return_inverse=True)
+        req_keys = np.stack([ukeys // span // npc, pcs[(ukeys // span) % npc], ukeys % span], 1)
+        return req.reshape(-1), req_keys
+    keys = np.stack([warp, pc, occ], axis=1)  # too many to pack into one key: slower, exact
     req_keys, req = np.unique(keys, axis=0, return_inverse=True)
     return req.reshape(-1), req_keys
 
@@ -266,10 +290,11 @@ def analyse(events: np.ndarray, threads_per_block: int) -> dict[str, np.ndarray]
     last = (addr + size - 1) // SECTOR
     sec_req = np.concatenate([req, req[last != first]])
     sec = np.concatenate([first, last[last != first]])
-    uniq = np.unique(np.stack([sec_req.astype(np.uint64), sec], axis=1), axis=0)
-    sectors = np.bincount(uniq[:, 0].astype(np.int64), minlength=nreq)
-    ua, idx = np.unique(np.stack([req.astype(np.uint64), addr], axis=1), axis=0, return_index=True)
-    useful = np.bincount(ua[:, 0].astype(np.int64), weights=size[idx], minlength=nreq)
+    keys, width = _pairs(sec_req, sec)
+    sectors = np.bincount((np.unique(keys) // width).astype(np.int64), minlength=nreq)
+    keys, width = _pairs(req, addr)
+    ua, idx = np.unique(keys, return_index=True)
+    useful = np.bincount((ua // width).astype(np.int64), weights=size[idx], minlength=nreq)
     store = np.zeros(nreq, np.uint64)
     store[req] = events["kind"] & EV_STORE
     lanes = np.bincount(req, minlength=nreq)
@@ -298,12 +323,13 @@ def analyse_shared(events: np.ndarray, threads_per_block: int) -> dict[str, np.n
     ev = np.repeat(np.arange(len(events)), nwords)
     step = np.arange(len(ev)) - np.repeat(np.cumsum(nwords) - nwords, nwords)
     words = w0[ev] + step.astype(np.uint64)
-    rw = np.unique(np.stack([req[ev].astype(np.uint64), words], axis=1), axis=0)
-    rb, per_bank = np.unique(
-        np.stack([rw[:, 0], rw[:, 1] % BANKS], axis=1), axis=0, return_counts=True
-    )
+    distinct_words, rank = _dense(words)
+    width = np.uint64(len(distinct_words))
+    rw = np.unique(req[ev].astype(np.uint64) * width + rank)  # each (request, word) once
+    banks = distinct_words[rw % width] % np.uint64(BANKS)
+    rb, per_bank = np.unique((rw // width) * np.uint64(BANKS) + banks, return_counts=True)
     wavefronts = np.zeros(nreq, np.int64)
-    np.maximum.at(wavefronts, rb[:, 0].astype(np.int64), per_bank)
+    np.maximum.at(wavefronts, (rb // np.uint64(BANKS)).astype(np.int64), per_bank)
     store = np.zeros(nreq, np.uint64)
     store[req] = events["kind"] & EV_STORE
     lanes = np.bincount(req, minlength=nreq)
@@ -348,28 +374,34 @@ def block_structure(events: np.ndarray, threads_per_block: int) -> dict[str, int
         barriers = int(per_thread.max())
     warp = kind == EV_WARP
     warp_ops = int(np.unique(gtid[warp], return_counts=True)[1].max()) if warp.any() else 0
-    cells: list[np.ndarray] = []  # (block, phase, steps) triples
+    # Steps of each (block, phase) cell: key block * phases + phase.
+    nph = int(phase.max()) + 1
+    cell = block * nph + phase
     plain = (kind < EV_BARRIER) & ((kind & EV_SHARED) != 0) & ((kind & EV_ATOMIC) == 0)
-    if plain.any():
-        k, c = np.unique(
-            np.stack([block[plain], phase[plain], gtid[plain]], axis=1), axis=0, return_counts=True
-        )
-        cells.append(np.stack([k[:, 0], k[:, 1], c], axis=1))
     atomic = (kind < EV_BARRIER) & ((kind & EV_ATOMIC) != 0)
-    if atomic.any():
-        addr = events["addr"][atomic].astype(np.int64)
+    cells, counts = [], []
+    if plain.any():  # accesses per (thread, phase): the thread decides its block
         k, c = np.unique(
-            np.stack([block[atomic], phase[atomic], addr], axis=1), axis=0, return_counts=True
+            gtid[plain].astype(np.uint64) * np.uint64(nph) + phase[plain].astype(np.uint64),
+            return_counts=True,
         )
-        cells.append(np.stack([k[:, 0], k[:, 1], c], axis=1))
+        cells.append(
+            (k // np.uint64(nph)).astype(np.int64) // max(threads_per_block, 1) * nph
+            + (k % np.uint64(nph)).astype(np.int64)
+        )
+        counts.append(c)
+    if atomic.any():  # atomics per (cell, address): they serialise
+        keys, width = _pairs(cell[atomic], events["addr"][atomic])
+        k, c = np.unique(keys, return_counts=True)
+        cells.append((k // width).astype(np.int64))
+        counts.append(c)
     steps = 0
     if cells:
-        allc = np.concatenate(cells)
-        bp, inv = np.unique(allc[:, :2], axis=0, return_inverse=True)
-        worst = np.zeros(len(bp), np.int64)
-        np.maximum.at(worst, inv.reshape(-1), allc[:, 2])
-        blocks, binv = np.unique(bp[:, 0], return_inverse=True)
-        per_block = np.bincount(binv.reshape(-1), weights=worst, minlength=len(blocks))
+        allc, allv = np.concatenate(cells), np.concatenate(counts)
+        ucell, inv = np.unique(allc, return_inverse=True)
+        most = np.zeros(len(ucell), np.int64)
+        np.maximum.at(most, inv.reshape(-1), allv)
+        per_block = np.bincount(ucell // nph, weights=most)
         steps = int(per_block.max())
     return {"barriers": barriers, "steps": steps, "warp_ops": warp_ops}
 

@@ -159,6 +159,16 @@ def churn(live: int = 5_000, steps: int = 40_000, seed: int = 3) -> Trace:
     return Trace("churn", 80 * GiB, w.array())
 
 
+def mid_batch(trace: Trace) -> int:
+    """The first op past the middle of `trace` that follows a small malloc inside a layer: a
+    moment with activations live (where the picture is taken)."""
+    ops = trace.ops
+    for i in range(len(ops) // 2, len(ops)):
+        if ops[i - 1]["kind"] == MALLOC and ops[i - 1]["size"] < MiB and ops[i]["kind"] == MALLOC:
+            return i
+    return len(ops) // 2
+
+
 TRACES = {
     "training": training,
     "inference": inference,

@@ -50,12 +50,12 @@ def test_traces_mallocs_and_peak_reserved(
 
 
 def test_traces_picture(lib: Any, alloc: Any, traces: Any, picture: Any, kata_metrics: Any) -> None:
-    """Your allocator's segments halfway through the inference trace (README.md shows the
-    reference's): the HTML report shows this picture."""
+    """Your allocator's segments in the middle of a batch halfway through the inference trace
+    (README.md shows the reference's): the HTML report shows this picture."""
     trace = traces.inference()
     dev = alloc.Device(lib, trace.capacity)
     a = alloc.Allocator(lib, dev)
-    a.replay(trace.ops[: len(trace) // 2])
+    a.replay(trace.ops[: traces.mid_batch(trace)])
     segments = a.snapshot()
     assert segments and sum(s.size for s in segments) == a.stats().reserved
     svg = picture.segments_svg(segments, "Your allocator halfway through the inference trace")

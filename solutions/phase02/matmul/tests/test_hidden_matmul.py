@@ -70,3 +70,68 @@ def test_naive_random_shapes(cuda, tile, mnk):
     """Catches: swapping M and N in the bounds check (right for square C only), and B indexed
     as B[k * K + col]."""
     check(cuda, tile, "matmul_naive", *mnk, schedules=("forward",))
+
+
+@pytest.mark.kata_gate(
+    "the inner loop reads A and B from global memory: this is not a tiled matmul (each "
+    "element must be loaded once per tile, then read from shared memory)"
+)
+def test_tiled_inner_loop_reads_shared_memory(cuda, tile):
+    """Catches: shared tiles that are filled (so ptxas counts them, with barriers) while the
+    multiply-adds still load A and B from global memory, and the naive kernel renamed. The
+    traced run counts every lane's global loads: a tiled kernel loads each element of its
+    block's strips once per tile step, 2 loads per thread per step, instead of 2 per
+    multiply-add."""
+    M, N, K = 32, 36, 40  # small: every lane's loads are traced (1024-thread blocks at 32)
+    f = cuda.module("matmul.cu", options=[f"-DTILE={tile}"], backend="cpu").get_function(
+        "matmul_tiled"
+    )
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    grid = ((N + tile - 1) // tile, (M + tile - 1) // tile)
+    args = (cuda.In(A), cuda.In(B), cuda.InOut(C), np.int32(M), np.int32(N), np.int32(K))
+    t = f.trace(*args, block=(tile, tile, 1), grid=grid)
+    if np.all(np.isnan(C)):
+        raise KataTodo("matmul_tiled wrote nothing yet")
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    threads = grid[0] * grid[1] * tile * tile
+    steps = -(-K // tile)
+    limit = 2 * threads * steps
+    assert t.loads["global"] <= limit, (
+        f"TILE={tile}: {t.loads['global']} global loads for {M}x{N}x{K}; a tiled kernel makes at "
+        f"most {limit} (2 per thread per tile step) and reads the rest from shared memory "
+        f"({t.loads['shared']} shared loads here)\n{t.report()}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "the lanes of a warp walk down a column of A or B: the naive kernel's loads are not "
+    "coalesced (threadIdx.x must pick the column of C)"
+)
+def test_naive_loads_are_coalesced(cuda, tile):
+    """Catches: row from threadIdx.x and col from threadIdx.y. Every element of C is still
+    computed once, but a warp's A loads are K floats apart: 32 sectors per request. With
+    threadIdx.x on the column, B's loads are consecutive floats and A's one broadcast address:
+    at most 4 sectors per warp request (TILE=16: a warp spans two rows of the block)."""
+    M, N, K = 32, 36, 20
+    f = cuda.module("matmul.cu", options=[f"-DTILE={tile}"], backend="cpu").get_function(
+        "matmul_naive"
+    )
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    C = np.full((M, N), np.nan, dtype=np.float32)
+    grid = ((N + tile - 1) // tile, (M + tile - 1) // tile)
+    args = (cuda.In(A), cuda.In(B), cuda.InOut(C), np.int32(M), np.int32(N), np.int32(K))
+    t = f.trace(*args, block=(tile, tile, 1), grid=grid)
+    if np.all(np.isnan(C)):
+        raise KataTodo("matmul_naive wrote nothing yet")
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+    loads = [s for s in t.lines if s.kind == "load"]
+    worst = max((s.sectors_per_request for s in loads), default=0.0)
+    assert worst <= 4.0, (
+        f"TILE={tile}: {worst:.1f} sectors per warp load on average (at most 4 when a warp "
+        f"reads consecutive floats of B and one address of A)\n{t.report()}"
+    )

@@ -6,6 +6,7 @@ Examples are derandomized, so a grade never depends on luck.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -70,3 +71,58 @@ def test_shuffle_any_launch(cuda, n, grid, block, reverse):
     __shfl_down_sync, a BarrierDeadlock), and n = 0. (Reading warp_totals[lane] for every lane
     is caught on the gpu tier only: the cpu backend starts each launch with zeroed __shared__.)"""
     check(cuda, "reduce_shuffle", n, grid, block, reverse)
+
+
+# --------------------------------------------------------------------------- structure
+# A traced run of the cpu backend records every shared-memory access, atomic, barrier and warp
+# shuffle. Parallel steps: the phases between barriers follow one another; in each the block
+# takes as many steps as its busiest thread makes shared-memory accesses, or as many atomics
+# as hit one address (they serialise). A tree over B partial sums: a few steps per level,
+# log2(B) levels; one thread (or one atomic address) taking them in turn: B steps.
+def traced(cuda, kernel, n, grid, block):
+    f = cuda.module("reduce.cu", backend="cpu").get_function(kernel)
+    data = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    owner = (np.arange(n) // block) % grid
+    want = np.bincount(owner, weights=data.astype(np.float64), minlength=grid)
+    got = np.full(grid, np.nan, dtype=np.float32)
+    shared = block * 4 if kernel == "reduce_shared" else 0
+    t = f.trace(
+        cuda.In(data), cuda.InOut(got), np.int32(n), block=(block, 1, 1), grid=(grid, 1),
+        shared=shared,
+    )  # fmt: skip
+    if np.all(np.isnan(got)):
+        raise KataTodo(f"{kernel} wrote nothing yet")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    return t
+
+
+@pytest.mark.kata_gate(
+    "the block's partial sums are combined one at a time (one thread, or atomics on one "
+    "address): blockDim.x steps, not a log2(blockDim.x)-level tree"
+)
+@pytest.mark.parametrize("block", [256, 1024])
+def test_tree_takes_logarithmic_steps(cuda, block):
+    """Catches: thread 0 summing buf[0..blockDim.x) after one barrier, and every thread
+    atomicAdd-ing into one shared total. Both are right and race-free; both take blockDim.x
+    steps where a tree takes a handful per level (26 for the reference at 256 threads)."""
+    levels = block.bit_length() - 1
+    t = traced(cuda, "reduce_shared", 4 * block, 2, block)
+    limit = 4 * levels + 8
+    assert t.steps <= limit, (
+        f"reduce_shared with {block} threads: {t.steps} parallel steps over {t.barriers} "
+        f"barriers; a tree takes at most {limit} ({levels} levels)\n{t.report()}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "each warp sums its lanes one shuffle at a time: 32 shuffle steps, not a 5-step shuffle tree"
+)
+def test_shuffle_takes_logarithmic_steps(cuda):
+    """Catches: a warp sum that pulls lane 0, 1, ..., 31 in turn with __shfl_sync. It uses
+    shuffles and no shared tree, which the public test checks, but takes 32 steps per warp
+    sum instead of log2(32) = 5. The reference's busiest lane shuffles 10 times (two sums)."""
+    t = traced(cuda, "reduce_shuffle", 4096, 2, 256)
+    assert t.warp_ops <= 16, (
+        f"reduce_shuffle: {t.warp_ops} warp collectives by one thread; two 5-step shuffle "
+        f"trees (the warps, then the warp totals) take 10\n{t.report()}"
+    )

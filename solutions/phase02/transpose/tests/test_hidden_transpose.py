@@ -135,3 +135,37 @@ def test_padded_traffic_on_a_square_matrix(cuda):
     t = check(cuda, "transpose_padded", 128, 128, trace=True)
     assert t.store_efficiency == pytest.approx(1.0), t.report()
     assert t.load_efficiency == pytest.approx(1.0), t.report()
+
+
+@pytest.mark.kata_gate(
+    "the tile is not read back by columns into coalesced rows of out: stores are not "
+    "coalesced (more than 4 sectors per 32 floats), so this is not a tiled transpose"
+)
+@pytest.mark.needs("cxx")
+def test_tiled_coalesced_both_ways_through_the_tile(cuda):
+    """Catches: a tile staged in shared memory but written out down the columns of `out`, as
+    the naive kernel does (the public traffic test fails it too; this gates the task). Every
+    element must go through the tile once: one shared store and one shared load each."""
+    rows, cols = 96, 64
+    t = check(cuda, "transpose_tiled", rows, cols, trace=True)
+    assert t.store_efficiency == pytest.approx(1.0), t.report()
+    assert t.load_efficiency == pytest.approx(1.0), t.report()
+    assert t.stores["shared"] == t.loads["shared"] == rows * cols, t.report()
+
+
+@pytest.mark.kata_gate(
+    "a column of the padded tile still falls in one shared-memory bank: the padding is on "
+    "the wrong dimension or not on the tile (32-way bank conflicts)"
+)
+@pytest.mark.needs("cxx")
+@pytest.mark.parametrize("shape", [(64, 96), (37, 50)])
+def test_padded_tile_is_conflict_free(cuda, shape):
+    """Catches: tile[TILE + 1][TILE] (the same 4224 bytes ptxas checks, transposed) and an
+    unpadded tile next to a decoy 32-float array. The trace groups the shared-memory accesses
+    of each warp: lanes reading different words of one bank are served one after the other."""
+    t = check(cuda, "transpose_padded", *shape, trace=True)
+    assert t.shared_lines, f"transpose_padded does not use shared memory\n{t.report()}"
+    assert t.worst_conflict == 1, (
+        f"transpose_padded: a warp's shared-memory access needs up to {t.worst_conflict} "
+        f"passes through the banks (1 when conflict-free)\n{t.report()}"
+    )

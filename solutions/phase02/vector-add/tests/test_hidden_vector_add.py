@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from harness import KataTodo
+from harness.testing import wrote_nothing
 
 SETTINGS = settings(
     max_examples=40,
@@ -117,3 +118,80 @@ def test_kernel_any_grid_any_n(vadd, n, block, grid):
     if n > 0 and np.all(np.isnan(c)):
         raise KataTodo("vector_add wrote nothing yet")
     np.testing.assert_array_equal(c[:n], (a + b)[:n])
+
+
+# --------------------------------------------------------------------------- kernel structure
+# The cpu backend (harness.cuda) runs the same vector_add.cu: traced, it counts the 32-byte
+# sectors of each warp's accesses; probed, it runs only the last block of a 2**31-thread grid.
+def _cpu_kernel(cuda, name: str):
+    return cuda.module("vector_add.cu", backend="cpu").get_function(name)
+
+
+@pytest.mark.kata_gate(
+    "neighbouring threads do not touch neighbouring elements: a warp's loads and stores are "
+    "not coalesced (more than 4 sectors per 32 floats)"
+)
+@pytest.mark.parametrize("kernel", ["vector_add", "saxpy"])
+def test_kernel_accesses_are_coalesced(cuda, kernel):
+    """Catches: each thread looping over its own contiguous chunk. The answers are right, but
+    lane t reads element t * chunk: every warp access touches 32 sectors instead of 4."""
+    n = 16 * 1024
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    out = np.full(n, np.nan, dtype=np.float32)
+    f = _cpu_kernel(cuda, kernel)
+    if kernel == "vector_add":
+        args = (cuda.In(x), cuda.In(y), cuda.InOut(out), np.int32(n))
+        want = x + y
+    else:
+        out[:] = y
+        args = (np.float32(2.0), cuda.In(x), cuda.InOut(out), np.int32(n))
+        want = np.float32(2.0) * x + y
+    # 4 blocks of 128 threads for 16K elements: 32 elements per thread.
+    t = f.trace(*args, block=(128, 1, 1), grid=(4, 1))
+    if wrote_nothing(out) or (kernel == "saxpy" and np.array_equal(out, y)):
+        raise KataTodo(f"{kernel} wrote nothing yet")
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    for kind in ("load", "store"):
+        lines = [s for s in t.lines if s.kind == kind]
+        spr = sum(s.sectors for s in lines) / max(1, sum(s.requests for s in lines))
+        assert spr <= 4.5, (
+            f"{kernel}: {spr:.1f} sectors per warp {kind} (4 when 32 lanes read 32 "
+            f"consecutive floats): consecutive threads must take consecutive elements\n{t.report()}"
+        )
+
+
+@pytest.mark.kata_gate(
+    "the grid-stride loop's index is 32 bits: past 2**31 - 1 elements i + stride wraps to a "
+    "negative index"
+)
+@pytest.mark.parametrize("kernel", ["vector_add", "saxpy"])
+def test_kernel_index_is_64_bit(cuda, kernel):
+    """Catches: `int i` / `int stride`. n = 2**31 - 1 with 2**21 blocks of 1024: only the last
+    block runs (a probe of the cpu backend), over 8 GiB arrays of which only the tail exists. Its threads start at
+    2**31 - 1024 + t; adding the stride (2**31) overflows an int to -1024 + t, still < n."""
+    n = 2**31 - 1
+    blocks = 2**21
+    f = _cpu_kernel(cuda, kernel)
+    x, y = cuda.tail_array(n, np.float32), cuda.tail_array(n, np.float32)
+    x.tail_view()[:] = 1.5
+    y.tail_view()[:] = 2.0
+    # vector_add(x, y, y): y = x + y in place, like saxpy's y = 2x + y.
+    args = (x, y, y) if kernel == "vector_add" else (np.float32(2.0), x, y)
+    try:
+        f(
+            *args,
+            np.int32(n),
+            block=(1024, 1, 1),
+            grid=(blocks, 1),
+            blocks=range(blocks - 1, blocks),
+        )
+    except cuda.OutOfBounds as e:
+        raise AssertionError(
+            f"{kernel} with n = 2**31 - 1: {e}\nUse size_t for the index and the stride."
+        ) from None
+    tail = y.tail_view()[-1023:]
+    if np.all(tail == 2.0):
+        raise KataTodo(f"{kernel} wrote nothing yet")
+    want = 3.5 if kernel == "vector_add" else 5.0
+    assert np.all(tail == want), f"{kernel}: the last elements are {tail[:4]}, want {want}"
