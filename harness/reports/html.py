@@ -228,6 +228,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         "phases": [phases[k] for k in sorted(phases)],
         "katas": katas,
         "run_errors": result.errors,
+        "run_notes": result.notes,
         "error_count": len(errors(result)),
     }
 

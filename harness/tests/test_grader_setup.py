@@ -126,11 +126,20 @@ def test_a_graded_run_of_a_kata_with_a_gpu_task_on_a_cpu_grader(repo: KataRepo) 
     graded = repo.pytester.runpytest_subprocess("katas", "--kata-impl=solution", "--kata-grader")
     assert graded.ret == 1
     graded.stdout.fnmatch_lines(["! this grader has no GPU: run the grader on a machine with an NVIDIA GPU*; 5 points of demo were not graded", "total: 15/20 points"])  # fmt: skip
+    reports = [f"--kata-report={f}:out/{f}" for f in ("gradescope", "exercism", "github", "html")]
     optional = repo.pytester.runpytest_subprocess(
-        "katas", "--kata-impl=solution", "--kata-grader", "--kata-optional=gpu"
+        "katas", "--kata-impl=solution", "--kata-grader", "--kata-optional=gpu", *reports
     )
     assert optional.ret == 0
-    optional.stdout.fnmatch_lines(["note: gpu is optional on this grader: 5 points left out of the possible points (demo › gpu)", "total: 15/15 points"])  # fmt: skip
+    note = "gpu is optional on this grader: 5 points left out of the possible points (demo › gpu)"
+    optional.stdout.fnmatch_lines([f"note: {note}", "total: 15/15 points"])
+    out = repo.root / "out"
+    gs = json.loads((out / "gradescope").read_text())
+    assert gs["score"] == 15 and note in gs["output"] and gs["extra_data"]["status"] == "passed"
+    assert not any(t["tags"][1] == "gpu" for t in gs["tests"]), "an excused task has no rows"
+    assert sum(t["max_score"] for t in gs["tests"]) == 15
+    assert json.loads((out / "exercism").read_text())["status"] == "pass"
+    assert note in (out / "html").read_text().replace("&gt;", ">").replace("&#8250;", "›")
 
 
 def test_a_learner_skip_is_not_the_graders_fault() -> None:
