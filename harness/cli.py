@@ -390,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, ManifestError) as e:
         print(f"kata: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `kata hint simt | head -2`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return EXIT_OK
     except OSError as e:  # a file we read or write: say which and why, not the exception's repr
         where = f"{e.filename}: " if e.filename else ""
         print(f"kata: {where}{e.strerror or e}", file=sys.stderr)

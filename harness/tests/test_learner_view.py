@@ -358,3 +358,15 @@ def test_the_summary_says_when_a_run_was_partial(repo: KataRepo) -> None:
     for args in whole + partial:
         out = repo.pytester.runpytest(*args).stdout.str()
         assert (note in out) == (args in partial), args
+
+
+def test_kata_output_piped_into_head_ends_quietly(repo: KataRepo) -> None:
+    import subprocess
+    import sys
+
+    manifest = (repo.add_demo() / "kata.toml").read_text()
+    long_hint = "x" * 2_000_000  # more than a pipe holds: the write after `head` exits fails
+    repo.write("katas/phase01/demo/kata.toml", manifest.replace("use +", long_hint))
+    cmd = f"{sys.executable} -m harness.cli --root {repo.root} hint demo add | head -1"
+    run = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert run.stdout.startswith("demo · add") and run.stderr == "", run.stderr

@@ -207,6 +207,20 @@ def test_tune_against_brute_force(tune, specs, device, regs, static_smem, dynami
     assert tuple(got) == want, (device, regs, static_smem, dynamic, limit)
 
 
+@pytest.mark.kata_gate(
+    "the block-size search calls the harness's occupancy calculator (harness.cuda.static) "
+    "instead of your own from occupancy.py"
+)
+def test_tune_uses_your_own_calculator(tune):
+    """Catches: max_potential_block_size importing harness.cuda.static.occupancy (right answers
+    even where your calculator is wrong: the search is the task, the calculator is yours)."""
+    with watch_calls(*ORACLES) as log:
+        mine = fresh_module(tune)
+        got = mine.max_potential_block_size("H200", 56)
+    assert not log, f"tune.py called {log}"
+    assert tuple(got) == (2 * 132, 576)
+
+
 # NVIDIA's own search, compiled from cuda_occupancy.h (a host-only header) with g++.
 OCC_SHIM = r"""
 #include "cuda_occupancy.h"
