@@ -248,7 +248,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not p.exists():
             raise CliError(f"{p} does not exist")
     extra = ["-n", str(args.jobs)] if args.jobs else []
-    verdicts = verify(paths, root, extra, run_shortcuts=not args.no_shortcuts)
+    verdicts = verify(paths, root, extra, run_shortcuts=not args.no_shortcuts, record=args.record)
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
     failed = 0
@@ -355,6 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-n", "--jobs", type=int, default=None, help="pytest-xdist workers")
     s.add_argument(
         "--no-shortcuts", action="store_true", help="do not run the katas' shortcut submissions"
+    )
+    s.add_argument(
+        "--record",
+        action="store_true",
+        help="write each kata's time_budget into kata.toml from the reference's run time",
     )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (

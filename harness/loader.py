@@ -17,6 +17,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import hangs
 from .manifest import Manifest, load_manifest
 
 IMPLS = ("learner", "solution")
@@ -25,7 +26,19 @@ SHORTCUTS_DIR = "shortcuts"
 
 
 class KataLoadError(Exception):
-    """A kata module could not be imported (syntax error, missing file, import error)."""
+    """A kata module could not be imported (syntax error, missing file, import error).
+
+    `key` names a problem of the sources themselves ("simt.py, line 12: SyntaxError"), which
+    every test that imports them would repeat: the results show it in full once per kata.
+    """
+
+    def __init__(self, message: str, key: str = "") -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class KataImportHang(KataLoadError, hangs.Overrun):
+    """A learner module did not finish importing within the test's limit."""
 
 
 def check_impl(value: str) -> str:
@@ -107,8 +120,24 @@ class KataContext:
         """Import kata module `name` ("simt" for simt.py) of this implementation."""
         __tracebackhide__ = True
         package = self._package()
+        full = f"{package}.{name}"
+        if full in sys.modules:
+            return sys.modules[full]
         try:
-            return importlib.import_module(f"{package}.{name}")
+            with hangs.running(hangs.IMPORT, self._import_key(name), f"{name}.py"):
+                try:
+                    module = importlib.import_module(full)
+                    hangs.fence_module(module)  # its functions that hung in earlier tests
+                    return module
+                except hangs.Overrun as e:
+                    seconds = getattr(e, "seconds", None)
+                    raise KataImportHang(
+                        hangs.import_hang_sentence(f"{name}.py", seconds)
+                        if seconds
+                        else f"{name}.py did not finish importing: {e}"
+                    ) from None
+        except hangs.KnownHang as e:
+            raise KataLoadError(str(e)) from None
         except ModuleNotFoundError as e:
             if e.name == f"{package}.{name}":
                 raise KataLoadError(
@@ -117,9 +146,17 @@ class KataContext:
             raise KataLoadError(f"{name}.py could not import {e.name!r}: {e}") from None
         except SyntaxError as e:
             where = f"{Path(e.filename or '?').name}, line {e.lineno}"
-            raise KataLoadError(
-                f"{where}: SyntaxError: {e.msg}\n    {(e.text or '').rstrip()}"
-            ) from None
+            head = f"{where}: {type(e).__name__}: {e.msg}"
+            raise KataLoadError(f"{head}\n{_caret(e)}", key=head) from None
+
+    def _import_key(self, name: str) -> str:
+        """The build of module `name`: its file's contents (any edit is new code)."""
+        for d in self.search_path:
+            path = d / f"{name}.py"
+            if path.is_file():
+                # The package names the kata: another kata's identical file is not this one.
+                return f"import:{self._package()}:{hashlib.sha1(path.read_bytes()).hexdigest()}"
+        return f"import:{self.dir}:{name}"
 
     def _package(self) -> str:
         name = _package_name(self.manifest, self.impl)
@@ -153,6 +190,16 @@ def shortcuts_of(kata_dir: Path) -> list[str]:
     """The names of a kata's shortcut directories, sorted."""
     base = shortcut_dir(kata_dir, "_").parent
     return sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+
+def _caret(e: SyntaxError) -> str:
+    """The offending line with a caret under the column, as Python prints it."""
+    text = (e.text or "").rstrip("\n")
+    if not text.strip():
+        return ""
+    stripped = text.lstrip()
+    col = max(0, (e.offset or 1) - 1 - (len(text) - len(stripped)))
+    return f"    {stripped}\n    {' ' * min(col, len(stripped))}^"
 
 
 def context_for(path: Path, impl: str) -> KataContext:

@@ -68,6 +68,7 @@ class Manifest:
     tier: str = "cpu"
     capabilities: tuple[str, ...] = ()
     time_limit: float = 30.0  # seconds per test
+    time_budget: float | None = None  # seconds for all the kata's tests (None: the default)
     memory_limit_mb: int = 2048
     tags: tuple[str, ...] = ()
     budgets: dict[str, Any] = field(default_factory=dict)
@@ -179,7 +180,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
-    "time_limit", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
+    "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -207,6 +208,12 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     time_limit = top.get("time_limit", (int, float), 30.0, "a number of seconds")
     if time_limit <= 0:
         raise top.fail("time_limit", f"must be a positive number of seconds, got {time_limit!r}")
+    time_budget = top.get("time_budget", (int, float), None, "a number of seconds")
+    if time_budget is not None and time_budget < time_limit:
+        raise top.fail(
+            "time_budget",
+            f"must be at least time_limit ({time_limit:g} s), got {time_budget!r}",
+        )
     memory = top.get("memory_limit_mb", int, 2048, "a positive integer (MiB)")
     if memory <= 0:
         raise top.fail("memory_limit_mb", f"must be a positive integer (MiB), got {memory!r}")
@@ -238,6 +245,7 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
+        time_budget=None if time_budget is None else float(time_budget),
         budgets=budgets, gate_fraction=gate_default, given=given, raw=data,
     )  # fmt: skip
 

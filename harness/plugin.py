@@ -18,12 +18,14 @@ import os
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from . import hangs
 from .loader import (
     KataContext,
     KataLoadError,
@@ -44,6 +46,7 @@ from .results import (
     RunResult,
 )
 from .tiers import Capabilities, probe
+from .timekeeper import TestLimit, TimeKeeper
 
 # The parts of the harness that are pytest plugins of their own, loaded when present. Checked by
 # file, not by import, so start-up stays cheap.
@@ -76,6 +79,7 @@ class KataItemInfo:
     missing: str = ""  # ... which one (grade mode: the grader's fault, see harness.grading)
     fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
     gate: str = ""  # the kata_gate sentence, when this test gates its task
+    fail_fast: bool = False  # fail_reason is an earlier test's cause (a hang, a spent budget)
 
 
 @dataclass
@@ -89,11 +93,15 @@ class KataState:
     result: RunResult | None = None  # built on the controller at session finish
     written: list[str] = field(default_factory=list)
     contexts: dict[Path, KataContext] = field(default_factory=dict)
+    keeper: TimeKeeper = field(default_factory=TimeKeeper)
+    started: float = field(default_factory=time.time)  # the run's start (the controller's)
+    kata_order: list[Manifest] = field(default_factory=list)  # katas in collection order
 
 
 STATE = pytest.StashKey[KataState]()
 ITEM_INFO = pytest.StashKey[KataItemInfo]()
 METRICS = pytest.StashKey[dict[str, Any]]()
+TEST_LIMIT = pytest.StashKey[TestLimit]()  # this test's wall limit and why (set before it runs)
 
 
 def _state(config: pytest.Config) -> KataState:
@@ -146,7 +154,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
     add_report_options(g)
     add_options(g)
-    g.addoption("--kata-no-timeout", action="store_true", help="disable per-test time limits")
+    g.addoption(
+        "--kata-no-timeout", action="store_true", help="disable per-test limits and kata budgets"
+    )
+    g.addoption(
+        "--kata-time-budget",
+        type=float,
+        default=float(os.environ.get("KATA_TIME_BUDGET") or 0),
+        metavar="SECONDS",
+        help="end the whole run, reports written, within SECONDS: the budget is shared out over "
+        "the katas still to run (graders: set it below the platform's own limit)",
+    )
     g.addoption(
         "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
     )
@@ -177,6 +195,11 @@ def pytest_configure(config: pytest.Config) -> None:
             caps = caps.restricted_to(config.option.kata_tier)
     root = config.rootpath
     results_dir = Path(config.option.kata_results_dir or root / ".kata")
+    started = float(worker["kata_run_started"]) if worker and "kata_run_started" in worker else None
+    budget = float(config.option.kata_time_budget or 0)
+    if budget < 0:
+        raise pytest.UsageError(f"--kata-time-budget={budget:g}: must be a number of seconds")
+    hangs.forget_all()  # a new session (pytester runs several in one process)
     state = KataState(
         root=root,
         impl=config.option.kata_impl,
@@ -184,7 +207,10 @@ def pytest_configure(config: pytest.Config) -> None:
         hidden=config.option.kata_hidden,
         results_dir=results_dir,
         reports=list(config.option.kata_report),
+        keeper=TimeKeeper(budget, started),
     )
+    if started is not None:
+        state.started = started
     for spec in state.reports:
         from .reports import check_spec
 
@@ -209,6 +235,7 @@ class _XdistHooks:
     @pytest.hookimpl
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kata_capabilities"] = _state(node.config).caps.to_json()
+        node.workerinput["kata_run_started"] = _state(node.config).started
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -344,6 +371,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     break
         if info.skip_reason and not info.fail_reason:
             item.add_marker(pytest.mark.skip(reason=info.skip_reason))
+        if info.manifest not in state.kata_order:
+            state.kata_order.append(info.manifest)
     if config.option.kata_task:
         _keep_tasks(config, items, set(config.option.kata_task))
 
@@ -425,39 +454,110 @@ def kata_metrics(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- running
-class KataTimeout(Exception):
-    """The test ran past its kata's per-test time limit."""
+class KataTimeout(hangs.Overrun):
+    """The test ran past its wall limit (the kata's time_limit, or what its budget had left)."""
+
+    def __init__(self, seconds: float, why: str = "the kata's time_limit") -> None:
+        super().__init__(f"exceeded {hangs.seconds_text(seconds)} s wall time ({why})")
+        self.seconds, self.why = seconds, why
 
 
-def pytest_runtest_setup(item: pytest.Item) -> None:
+def _upcoming(state: KataState, manifest: Manifest) -> list[Manifest]:
+    """This kata and those this process has not started yet, in collection order."""
+    return [m for m in state.kata_order if m is manifest or m.dir not in state.keeper.katas]
+
+
+def _runs_learner_code(item: pytest.Item, info: KataItemInfo | None) -> bool:
+    return info is not None and not info.fail_reason and item.get_closest_marker("skip") is None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Before a kata test: fail it at once for an earlier cause, or set its wall limit; after
+    it, charge its time to the kata. Runs in the pytest process (or xdist worker), around the
+    sandbox, which runs the test in a child."""
+    info = item.stash.get(ITEM_INFO, None)
+    if info is None or not _runs_learner_code(item, info):
+        return (yield)
+    state = _state(item.config)
+    enabled = not item.config.option.kata_no_timeout
+    upcoming = _upcoming(state, info.manifest)
+    reason = state.keeper.fail_now(info.manifest, upcoming, enabled)
+    if reason:
+        info.fail_reason, info.fail_fast = reason, True
+        return (yield)
+    item.stash[TEST_LIMIT] = state.keeper.limit(info.manifest, upcoming, enabled)
+    start = time.monotonic()
+    try:
+        return (yield)
+    finally:
+        hang = _HANGS_BY_NODEID.pop(item.nodeid, None)
+        state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang)
+
+
+def _limit_of(item: pytest.Item, info: KataItemInfo | None) -> TestLimit:
+    if info is None or item.config.option.kata_no_timeout:
+        return TestLimit(0.0, "")
+    return item.stash.get(TEST_LIMIT, None) or TestLimit(
+        float(info.manifest.time_limit), "the kata's time_limit"
+    )
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)  # innermost: other plugins' wrappers set up first
+def pytest_runtest_setup(item: pytest.Item):
+    """The test's wall limit covers its fixtures too: a learner module imported by a fixture
+    that never finishes is stopped like a test that never finishes."""
     info = item.stash.get(ITEM_INFO, None)
     if info is not None and info.fail_reason:
         pytest.fail(info.fail_reason, pytrace=False)
+    if info is not None:
+        _start_alarm(item, _limit_of(item, info))
+    return (yield)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    info = item.stash.get(ITEM_INFO, None)
-    limit = info.manifest.time_limit if info else 0
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    try:
+        return (yield)
+    finally:
+        _stop_alarm(item)
+
+
+_ALARM = pytest.StashKey[Any]()  # the SIGALRM handler to restore
+
+
+def _start_alarm(item: pytest.Item, limit: TestLimit) -> None:
+    seconds = limit.seconds
+    deadline = time.monotonic() + seconds if seconds > 0 else 0.0
+    hangs.begin_test(item.name, deadline)
     use_alarm = (
-        limit > 0
-        and not item.config.option.kata_no_timeout
+        seconds > 0
         and hasattr(signal, "setitimer")
         and threading.current_thread() is threading.main_thread()
     )
     if not use_alarm:
-        return (yield)
+        return
+
+    info = item.stash.get(ITEM_INFO, None)
+    names = {Path(f).name for f in info.manifest.files if f.endswith(".py")} if info else set()
 
     def on_alarm(signum: int, frame: Any) -> None:
-        raise KataTimeout(f"exceeded the {limit:g} s time limit of this kata's tests")
+        timeout = KataTimeout(seconds, limit.why)
+        hangs.record_python_hang(frame, names, str(timeout))  # later calls of it fail at once
+        raise timeout
 
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        return (yield)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    item.stash[_ALARM] = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _stop_alarm(item: pytest.Item) -> None:
+    hangs.end_test()
+    previous = item.stash.get(_ALARM, None)
+    if previous is None:
+        return
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+    del item.stash[_ALARM]
 
 
 def _is_todo(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
@@ -480,7 +580,7 @@ def _todo_where(excinfo: pytest.ExceptionInfo[BaseException], info: KataItemInfo
 
 
 def _message(excinfo: pytest.ExceptionInfo[BaseException], hidden: bool) -> str:
-    if isinstance(excinfo.value, KataLoadError):
+    if isinstance(excinfo.value, KataLoadError | hangs.KnownHang):
         return str(excinfo.value)
     if hidden:
         # Hidden tests show their message only: never their source or the expressions asserted.
@@ -518,10 +618,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         props["gate"] = info.gate
     if item.stash.get(METRICS, None):
         props["metrics"] = item.stash[METRICS]
+    new_hangs = hangs.take_new()
+    if new_hangs:  # the parent process learns of them: later children fail fast too
+        props["hang"] = new_hangs[0].to_json()
+        props["more_hangs"] = [h.to_json() for h in new_hangs[1:]]
     if report.skipped and info.skip_reason:
         props["tier_skip"] = True
         props["skip_reason"] = info.skip_reason
         props["missing"] = info.missing
+    elif report.failed and info.fail_fast and report.when == "setup":
+        # An earlier test's cause, said once per test: no traceback, no hint (it is not this
+        # test's problem); the first such test also names it as the kata's error.
+        props["message"] = info.fail_reason
+        props["outcome"] = FAILED
+        props["kata_error"] = info.fail_reason
+        props["fail_fast"] = True
+        report.longrepr = info.fail_reason
     elif report.failed and call.excinfo is not None:
         if _is_todo(call.excinfo):
             where = _todo_where(call.excinfo, info)
@@ -534,9 +646,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.longrepr = (item.location[0], (item.location[1] or 0) + 1, props["message"])
         else:
             props["message"] = _message(call.excinfo, info.hidden)
+            if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
+                props["load_error"] = call.excinfo.value.key  # shown once per kata
             if info.hidden:
                 report.longrepr = f"hidden test failed: {props['message']}"
-            elif call.excinfo.errisinstance(KataLoadError):
+            elif call.excinfo.errisinstance((KataLoadError, hangs.KnownHang)):
                 report.longrepr = str(call.excinfo.value)
             else:
                 props["line"], props["source"] = _failing_source(call.excinfo, item)
@@ -544,7 +658,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.sections.append(
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
                 )
-            if info.task is not None and info.task.hints:
+            if info.task is not None and info.task.hints and not _load_problem(call.excinfo):
                 report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
     report.user_properties.append((PROPS_KEY, props))
     return report
@@ -556,11 +670,32 @@ def _gate_note(gate: str, task: Task) -> str:
     return f"{gate} — task {task.id!r} earns {most} while this test fails"
 
 
+def _load_problem(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
+    """The sources do not load, or an earlier test hung in this code: no hint is about that."""
+    return excinfo.errisinstance((KataLoadError, hangs.KnownHang))
+
+
 def _props(report: pytest.TestReport) -> dict[str, Any] | None:
     for name, value in getattr(report, "user_properties", ()):
         if name == PROPS_KEY:
             return value
     return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """In the process that dispatched the test: code that hung there is known hung here too, so
+    a sandbox child forked later fails fast on it; and its test is charged with the hang."""
+    props = _props(report)
+    if props and props.get("hang"):
+        hang = hangs.Hang.from_json(props["hang"])
+        hangs.record(hang)
+        for more in props.get("more_hangs", []):
+            hangs.record(hangs.Hang.from_json(more))
+        hangs.take_new()  # known here already: not news for this process's next report
+        _HANGS_BY_NODEID[report.nodeid] = hang
+
+
+_HANGS_BY_NODEID: dict[str, hangs.Hang] = {}
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
@@ -632,14 +767,69 @@ class ResultCollector:
         self.state = state
         self.builder = ResultBuilder(state.root, state.impl, list(state.caps.tiers))
         self.partial = False  # the run left some of its katas' tests out
+        self.once: dict[tuple[str, str], str] = {}  # (kata, problem) -> the test that showed it
+
+    def _never_ran(self, session: pytest.Session) -> None:
+        """Tests that were to run and did not (a crashed worker, a run cut short) keep their
+        share of their task's points, unearned: the points of those that ran never grow."""
+        opt = session.config.option
+        if getattr(opt, "exitfirst", False) or getattr(opt, "maxfail", 0):
+            return  # the learner asked to stop early: not a fault of the run
+        missing: dict[str, list[str]] = {}
+        for nodeid in self.builder.order:  # every test the run was to run, collection order
+            if nodeid in self.builder.records:
+                continue
+            record = self.builder.new_record(
+                nodeid,
+                outcome=ERROR,
+                message="this test never ran: the run stopped before it "
+                "(a crashed test process or an interrupted run)",
+            )
+            if record is not None:
+                self.builder.add(record)
+                missing.setdefault(record.kata, []).append(nodeid)
+        for ids in missing.values():
+            name = ids[0].rsplit("::", 1)[-1]
+            self.builder.add_collect_error(ids[0], f"{len(ids)} test(s) never ran, from {name}")
+
+    def _once(self, report: pytest.TestReport, props: dict[str, Any]) -> None:
+        """Say a kata-wide problem once: the kata's error for a cut-short kata (an import that
+        hung, a spent budget), the full text of a syntax error at its first test only."""
+        kata = str(props.get("kata", ""))
+        name = report.nodeid.rsplit("::", 1)[-1]
+        hang = props.get("hang") or {}
+        if hang.get("kind") == hangs.IMPORT and (kata, "import") not in self.once:
+            self.once[(kata, "import")] = name
+            self.builder.add_collect_error(
+                report.nodeid, f"the kata stopped at this import: {hang.get('cause', '')}"
+            )
+        if props.get("fail_fast"):
+            text = str(props.get("kata_error", ""))
+            kind = "import" if "did not finish importing" in text else "budget"
+            if (kata, kind) not in self.once:
+                self.once[(kata, kind)] = name
+                self.builder.add_collect_error(report.nodeid, f"not every test ran: {text}")
+        key = props.get("load_error")
+        if key:
+            first = self.once.setdefault((kata, f"load:{key}"), name)
+            if first == name:
+                self.builder.add_note(report.nodeid, f"{key} (in full under {name})")
+            else:
+                short = f"{key} (shown in full under {first})"
+                props["message"] = short
+                report.longrepr = short
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed:
             return  # setup/teardown that passed say nothing about the test
         props = _props(report) or {}
+        if props:
+            self._once(report, props)
         outcome = _outcome(report, props)
         message = props.get("message", "")
         crashed = not props and _CRASH.search(str(report.longrepr or "")) is not None
+        # A sandbox child that died is the test process crashing, as it would be without it.
+        crashed = crashed or props.get("sandbox") in ("crash", "exit")
         if not message and outcome in (FAILED, ERROR):
             message = _crash_message(report)
         if crashed:
@@ -691,6 +881,7 @@ class ResultCollector:
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
         from .reports import report_options, save_progress, write_reports
 
+        self._never_ran(session)
         if exitstatus == pytest.ExitCode.OK and self.builder.has_outcome(NOT_STARTED):
             # Not-started tests report as skips (see makereport), but the kata is not solved.
             exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
+import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from itertools import accumulate
@@ -170,6 +172,7 @@ class KataResult:
     tasks: list[TaskResult]
     errors: list[str] = field(default_factory=list)  # collection errors, unassigned tests
     warnings: list[str] = field(default_factory=list)  # e.g. a task that matches no test
+    notes: list[str] = field(default_factory=list)  # the learner's: a syntax error, said once
 
     @property
     def points(self) -> int:
@@ -263,6 +266,7 @@ class RunResult:
                     tasks,
                     kd["errors"],
                     list(kd.get("warnings", [])),
+                    list(kd.get("notes", [])),
                 )
             )
         return cls(
@@ -309,6 +313,7 @@ class ResultBuilder:
         self.katas: dict[Path, Manifest] = {}
         self.kata_errors: dict[Path, list[str]] = {}
         self.bad_manifests: dict[Path, str] = {}  # kata dir -> why its manifest does not load
+        self.kata_notes: dict[Path, list[str]] = {}
         self.errors: list[str] = []
         self.warnings: list[str] = []  # "kata <id>: ..." sentences, each once
         self.order: dict[str, int] = {}  # node id -> position in collection order
@@ -340,6 +345,14 @@ class ResultBuilder:
             self.kata_errors.setdefault(kata_dir, []).append(message)
         elif kata_dir is None or self.bad_manifests.get(kata_dir, "\0") not in message:
             self.errors.append(message)  # (a broken manifest's own collection error is said)
+
+    def add_note(self, nodeid: str, message: str) -> None:
+        """A learner-facing note on the kata (not an error: the grade stands as it is)."""
+        kata_dir = kata_of_file((self.root / nodeid.split("::")[0]).resolve())
+        if kata_dir is not None and self.manifest_for(nodeid.split("::")[0]) is not None:
+            notes = self.kata_notes.setdefault(kata_dir, [])
+            if message not in notes:
+                notes.append(message)
 
     def add(self, record: TestRecord) -> None:
         previous = self.records.get(record.nodeid)
@@ -405,7 +418,10 @@ class ResultBuilder:
             except ValueError:
                 rel = str(kata_dir)
             mine = [w for w in self.warnings if w.startswith(f"kata {m.id}: ")]
-            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine))
+            notes = list(self.kata_notes.get(kata_dir, []))
+            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine, notes))
+        for kata_dir in sorted(self.bad_manifests):
+            katas.append(_broken_kata(kata_dir, self.root))
         return RunResult(
             katas,
             self.impl,
@@ -449,6 +465,39 @@ def _split(points: int, weights: list[float]) -> list[float]:
         return [0.0] * len(weights)
     d = _denominator(points, weights)
     return [u / d for u in _split_in(points, weights, d)]
+
+
+def _broken_kata(kata_dir: Path, root: Path) -> KataResult:
+    """A kata whose manifest does not load, with the points its tasks would carry (read as far
+    as the file allows), all unearned: a broken kata.toml never shrinks the possible points."""
+    text = ""
+    try:
+        text = (kata_dir / "kata.toml").read_text(encoding="utf-8")
+        data = tomllib.loads(text)
+    except (OSError, ValueError):
+        data = {}
+    raw = data.get("tasks") if isinstance(data.get("tasks"), list) else None
+    tasks: list[TaskResult] = []
+    if raw is not None:
+        for i, t in enumerate(raw):
+            if isinstance(t, dict) and isinstance(t.get("points"), int) and t["points"] > 0:
+                tid = str(t.get("id", f"task{i + 1}"))
+                tasks.append(TaskResult(tid, str(t.get("title", tid)), t["points"], []))
+    else:  # not even TOML: the [[tasks]] blocks' points = N lines
+        for i, block in enumerate(re.split(r"^\s*\[\[tasks\]\]", text, flags=re.M)[1:]):
+            m = re.search(r"^\s*points\s*=\s*(\d+)", block, re.M)
+            tid = re.search(r'^\s*id\s*=\s*"([^"]+)"', block, re.M)
+            if m and int(m.group(1)) > 0:
+                name = tid.group(1) if tid else f"task{i + 1}"
+                tasks.append(TaskResult(name, name, int(m.group(1)), []))
+    phase = next((int(p[5:]) for p in kata_dir.parts if re.fullmatch(r"phase\d+", p)), 0)
+    try:
+        rel = str(kata_dir.relative_to(root))
+    except ValueError:
+        rel = str(kata_dir)
+    kid = str(data.get("id") or kata_dir.name)
+    why = "its kata.toml does not load (the run's errors say why): its points count, unearned"
+    return KataResult(kid, str(data.get("title") or kid), phase, rel, tasks, [why])
 
 
 def _rank(outcome: str) -> int:

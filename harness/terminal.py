@@ -70,6 +70,8 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
         out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
     for warning in kata.warnings:
         out.append((f"  ! {warning.removeprefix(f'kata {kata.id}: ')}", {"yellow": True}))
+    for note in kata.notes:
+        out.append((f"  ! {note.splitlines()[0][:200]}", {"yellow": True}))
     nxt = kata.next_task
     if nxt is not None:
         kata_cmd = kata_cmd or command("kata")

@@ -59,8 +59,13 @@ def run_pytest(
 
 
 def verify(
-    paths: list[Path], root: Path, extra: list[str] | None = None, run_shortcuts: bool = True
+    paths: list[Path],
+    root: Path,
+    extra: list[str] | None = None,
+    run_shortcuts: bool = True,
+    record: bool = False,
 ) -> list[KataVerdict]:
+    """`record`: write each passing kata's time_budget from the reference's run time."""
     extra = extra or []
     kata_dirs = sorted({d for p in paths for d in discover(p)})
     verdicts: dict[str, KataVerdict] = {}
@@ -102,7 +107,28 @@ def verify(
                     by_path[_rel(d, root)].problems.append(f"{name} run: {err.splitlines()[0]}")
     _judge_solution(solution, by_path)
     _judge_learner(learner, by_path)
+    if record:
+        _record_budgets(solution, by_path, kata_dirs)
     return list(verdicts.values())
+
+
+def _record_budgets(run: RunResult, by_path: dict[str, KataVerdict], dirs: list[Path]) -> None:
+    from .budget_record import budget_for, reference_seconds, write_budget
+
+    manifests = {}
+    for d in dirs:
+        try:
+            manifests[d.name] = load_manifest(d)
+        except ManifestError:
+            continue
+    for k in run.katas:
+        v = by_path.get(k.path)
+        m = next((m for m in manifests.values() if m.id == k.id), None)
+        if v is None or m is None or not v.ok:
+            continue  # a failing reference's time says nothing
+        seconds = reference_seconds(k)
+        line = write_budget(m, budget_for(seconds, m.time_limit), seconds)
+        v.notes.append(f"recorded in kata.toml: {line}")
 
 
 def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.hangs import Overrun
 from harness.native.build import BuildError
 
 __all__ = [
@@ -64,7 +65,7 @@ class KernelCrash(KernelError):
     """Another fatal signal in the kernel: SIGFPE, a fiber's stack overflow, __trap(), assert."""
 
 
-class KernelTimeout(KernelError):
+class KernelTimeout(KernelError, Overrun):
     """The launch ran past its time limit."""
 
 

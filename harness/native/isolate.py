@@ -21,10 +21,18 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import hangs
 from harness.native.diagnostics import trim_sanitizer_report
 from harness.toolchain import find_tool
 
-__all__ = ["NativeCrash", "asan_runtime", "run_isolated", "sanitizer_env", "tsan_runtime"]
+__all__ = [
+    "NativeCrash",
+    "NativeTimeout",
+    "asan_runtime",
+    "run_isolated",
+    "sanitizer_env",
+    "tsan_runtime",
+]
 
 _HARNESS_PARENT = str(Path(__file__).resolve().parents[2])  # so the child can import harness
 
@@ -52,6 +60,10 @@ class NativeCrash(Exception):
             except ValueError:
                 return f"signal {-self.returncode}"
         return None
+
+
+class NativeTimeout(NativeCrash, hangs.Overrun):
+    """The child did not finish within its timeout (cut to the test's time left)."""
 
 
 @functools.cache
@@ -130,6 +142,24 @@ def run_isolated(
     sanitizer reports trimmed and paths shown relative to `root`.
     """
     filename, qualname = _func_location(func)
+    builds = sorted(str(a.path) for a in (*args, *kwargs.values()) if hasattr(a, "sanitize"))
+    key = f"isolated:{filename}:{qualname}:{':'.join(builds)}"
+    with hangs.running(hangs.NATIVE, key, f"{qualname}()"):
+        return _run_isolated(
+            filename, qualname, args, kwargs, sanitize, hangs.launch_limit(timeout), env, root
+        )
+
+
+def _run_isolated(
+    filename: str,
+    qualname: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    sanitize: Iterable[str] | str | None,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    root: Path | None,
+) -> Any:
     child_env = sanitizer_env(sanitize, env)
     child_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [_HARNESS_PARENT, child_env.get("PYTHONPATH", "")])
@@ -151,8 +181,8 @@ def run_isolated(
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            raise NativeCrash(
-                f"{qualname} did not finish within {timeout:g} s",
+            raise NativeTimeout(
+                f"{qualname} did not finish within {timeout:.3g} s",
                 returncode=None,
                 stdout=out,
                 stderr=err,

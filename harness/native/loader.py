@@ -6,12 +6,14 @@ ABI mode needs no Python-extension build step: the declarations come from the ka
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any
 
 import cffi
 
+from harness import hangs
 from harness.native.build import BuildResult
 
 __all__ = ["NativeLibrary", "declarations_from_header", "load"]
@@ -113,22 +115,52 @@ class NativeLibrary:
         self.lib = lib
         self.path = path
         self.declarations = declarations
+        self._calls: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
         # Only called for names not found on the wrapper itself.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._calls:
+            return self._calls[name]
         try:
-            return getattr(self.lib, name)
+            value = getattr(self.lib, name)
         except AttributeError:
             raise AttributeError(
                 f"{self.path.name} has no symbol {name!r} declared; declared: "
                 f"{', '.join(sorted(dir(self.lib))) or '(nothing)'}"
             ) from None
+        if not _is_function(self.ffi, value):
+            return value
+        # The path is content-addressed (the build cache): same path, same code.
+        call = _guarded(value, f"native:{self.path}:{name}", f"{name}()")
+        self._calls[name] = call
+        return call
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *dir(self.lib)})
 
     def __repr__(self) -> str:
         return f"<NativeLibrary {self.path}>"
+
+
+def _is_function(ffi: cffi.FFI, value: Any) -> bool:
+    try:
+        return ffi.typeof(value).kind == "function"
+    except (TypeError, ffi.error):
+        return False
+
+
+def _guarded(func: Any, key: str, label: str) -> Any:
+    """`func` called inside harness.hangs.running: a call that hung in an earlier kata test
+    fails at once, and a test stopped inside it names the function."""
+
+    @functools.wraps(func)
+    def call(*args: Any) -> Any:
+        with hangs.running(hangs.NATIVE, key, label):
+            return func(*args)
+
+    return call
 
 
 def load(

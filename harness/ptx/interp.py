@@ -9,6 +9,9 @@ independent (no shared memory or barriers), so flattening the grid is exact.
 
 from __future__ import annotations
 
+import hashlib
+import math
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import hangs
 from . import ops
 from .memory import GlobalMemory, PtxMemoryError
 from .parser import (
@@ -41,6 +45,8 @@ __all__ = [
     "LoadedModule",
     "PtxFloatError",
     "PtxRuntimeError",
+    "PtxStepLimit",
+    "PtxTimeout",
     "State",
     "check_ieee_division",
     "load_module",
@@ -59,6 +65,14 @@ class PtxFloatError(PtxRuntimeError):
     """Hardware would compute a float result differently from what was asked: a mul/add pair
     ptxas may contract into an fma where that changes the result, or an approximate division
     where the launch asked for IEEE division. The message names the line and what to write."""
+
+
+class PtxStepLimit(PtxRuntimeError, hangs.Overrun):
+    """A launch issued more instructions than its step limit allows (an endless loop?)."""
+
+
+class PtxTimeout(PtxRuntimeError, hangs.Overrun):
+    """A launch ran past its wall limit (by default, a little less than the test's time left)."""
 
 
 @dataclass
@@ -285,6 +299,7 @@ class LoadedModule:
     def __init__(self, module: Module) -> None:
         self.module = module
         self._decoded: dict[str, list[Decoded]] = {}
+        self._keys: dict[str, str] = {}
 
     @property
     def kernels(self) -> list[str]:
@@ -315,13 +330,41 @@ class LoadedModule:
         *,
         max_steps: int = 100_000,
         ieee_division: bool = False,
+        timeout: float | None = None,
     ) -> LaunchStats:
         """Run kernel `name` over grid x block threads. numpy arrays in `args` are device
         buffers: they are updated in place when the kernel returns. Other args are scalars.
 
         `ieee_division`: the caller asks for correctly rounded f32 division, so div.approx.f32
-        and div.full.f32 (within 2 ulp on hardware) raise PtxFloatError instead of running."""
+        and div.full.f32 (within 2 ulp on hardware) raise PtxFloatError instead of running.
+
+        The launch stops with PtxStepLimit after `max_steps` instruction issues and with
+        PtxTimeout after `timeout` seconds (default: none outside a kata test; inside one, a
+        little less than the test has left). A kernel that overran once in a kata test fails
+        at once in later tests (harness.hangs)."""
         kernel = self.kernel(name)
+        key = f"{self._key(kernel)}:{max_steps}"
+        with hangs.running(hangs.KERNEL, key, f"kernel {kernel.name}"):
+            wall = hangs.launch_limit(math.inf if timeout is None else timeout)
+            return self._launch(kernel, args, grid, block, max_steps, wall, ieee_division)
+
+    def _key(self, kernel: Kernel) -> str:
+        """The kernel's build: a hash of its instructions (any change is new code)."""
+        if kernel.name not in self._keys:
+            text = "\n".join(i.text for i in kernel.instructions).encode()
+            self._keys[kernel.name] = f"ptx:{kernel.name}:{hashlib.sha1(text).hexdigest()}"
+        return self._keys[kernel.name]
+
+    def _launch(
+        self,
+        kernel: Kernel,
+        args: Sequence[Any],
+        grid: int | Sequence[int],
+        block: int | Sequence[int],
+        max_steps: int,
+        wall: float,
+        ieee_division: bool,
+    ) -> LaunchStats:
         program = self.decoded(kernel)
         if ieee_division:
             check_ieee_division(kernel)
@@ -341,7 +384,7 @@ class LoadedModule:
         st = State(kernel, n, mem, params)
         st.special = _special_values(g, b)
         st.symbols = symbols
-        stats = _execute(kernel, program, st, max_steps, g, b)
+        stats = _execute(kernel, program, st, max_steps, g, b, wall)
         for index, array in buffers:
             flat = array.reshape(-1).view(np.uint8)
             flat[:] = np.frombuffer(mem.read(index), dtype=np.uint8)
@@ -395,9 +438,16 @@ def _where(k: int, grid: Dim3, block: Dim3) -> str:
 
 
 def _execute(
-    kernel: Kernel, program: list[Decoded], st: State, max_steps: int, g: Dim3, b: Dim3
+    kernel: Kernel,
+    program: list[Decoded],
+    st: State,
+    max_steps: int,
+    g: Dim3,
+    b: Dim3,
+    wall: float = math.inf,
 ) -> LaunchStats:
     n, end = st.n, len(program)
+    deadline = time.monotonic() + wall
     pc = np.zeros(n, dtype=np.int64)
     stats = LaunchStats(threads=n)
     insts = kernel.instructions
@@ -417,8 +467,14 @@ def _execute(
             stats.thread_instructions += count
             stats.opcodes[inst.opcode] += count
             if stats.issues > max_steps:
-                raise PtxRuntimeError(
+                raise PtxStepLimit(
                     f"{kernel.name}: more than {max_steps} instruction issues (an endless loop?); "
+                    f"line {inst.line}: {inst.text}"
+                )
+            if not stats.issues & 255 and time.monotonic() > deadline:
+                raise PtxTimeout(
+                    f"{kernel.name}: did not finish within {wall:.3g} s, its share of the "
+                    f"test's time ({stats.issues} instruction issues: an endless loop?); "
                     f"line {inst.line}: {inst.text}"
                 )
             run = at
@@ -507,11 +563,18 @@ def run_kernel(
     *,
     max_steps: int = 100_000,
     ieee_division: bool = False,
+    timeout: float | None = None,
 ) -> LaunchStats:
     """Parse `ptx` and run `kernel` over grid x block threads; numpy arrays in `args` are
     updated in place, as device buffers copied back after the launch would be.
     `ieee_division`: see LoadedModule.launch."""
     loaded = ptx if isinstance(ptx, LoadedModule) else load_module(ptx)
     return loaded.launch(
-        kernel, args, grid, block, max_steps=max_steps, ieee_division=ieee_division
+        kernel,
+        args,
+        grid,
+        block,
+        max_steps=max_steps,
+        ieee_division=ieee_division,
+        timeout=timeout,
     )

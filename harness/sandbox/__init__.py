@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from _pytest.reports import TestReport
 
+from .. import hangs
 from . import messages, secrets
 from .child import Child, ChildGone, ChildSpec, Outcome
 from .limits import Limits, isolation_notes
@@ -128,6 +129,7 @@ class Sandbox:
             child.stop()
             child = self.child = None
         if child is None:
+            hangs.clear_slot()
             if self.config.stash.get(SECRET_PATHS, []):  # a key file or bundle to mask
                 secrets.hide_process()
             spec = ChildSpec(
@@ -141,7 +143,10 @@ class Sandbox:
             except ChildGone as e:
                 return Outcome(failure=f"the sandbox could not start: {e.message}", kind="crash")
             self.notes.update(child.notes)
-        outcome = child.run(item, nextitem if keep else None)
+        from ..plugin import _limit_of
+
+        limit = _limit_of(item, info)
+        outcome = child.run(item, nextitem if keep else None, limit.seconds, limit.why)
         if not keep or not child.alive:
             child.stop(kill=not child.alive)
             self.child = None
@@ -193,6 +198,8 @@ def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestRepor
     }
     if getattr(info, "gate", ""):
         props["gate"] = info.gate  # a crash or hang fails a gate as surely as a wrong answer
+    if outcome.hang is not None:
+        props["hang"] = outcome.hang.to_json()
     return TestReport(
         item.nodeid,
         item.location,
@@ -225,7 +232,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             info.manifest.memory_limit_mb, messages.requested_from(str(call.excinfo.value))
         )
     elif call.excinfo.errisinstance(KataTimeout):
-        text = messages.timeout(info.manifest.time_limit)
+        e = call.excinfo.value
+        text = messages.timeout(e.seconds, e.why)
     else:
         return report
     for name, props in report.user_properties:

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from _pytest.runner import runtestprotocol
 
+from .. import hangs
 from . import limits as lim
 from . import messages, secrets
 from .guard import Guard, describe
@@ -149,6 +150,11 @@ def _serve(session: pytest.Session, fds: dict[str, int], spec: ChildSpec, notes:
             return
         item = items[msg["nodeid"]]
         nextitem = items.get(msg["next"]) if msg.get("next") else None
+        if msg.get("limit") is not None:  # the parent's choice: the kata's budget may cut it
+            from ..plugin import TEST_LIMIT
+            from ..timekeeper import TestLimit
+
+            item.stash[TEST_LIMIT] = TestLimit(float(msg["limit"]), str(msg.get("why", "")))
         lim.set_cpu_budget(spec.limits.cpu_s)
         error = ""
         try:
@@ -186,6 +192,7 @@ class Outcome:
     failure: str = ""  # learner-facing message when the test must fail without reports
     kind: str = ""  # "timeout", "crash", "memory", "tampered", "exit"
     wall_s: float = 0.0
+    hang: hangs.Hang | None = None  # the learner code that was running when it timed out
 
 
 class Child:
@@ -270,22 +277,42 @@ class Child:
         return False
 
     # ----------------------------------------------------------------- running a test
-    def run(self, item: pytest.Item, nextitem: pytest.Item | None) -> Outcome:
+    def run(
+        self,
+        item: pytest.Item,
+        nextitem: pytest.Item | None,
+        limit: float | None = None,
+        why: str = "the kata's time_limit",
+    ) -> Outcome:
         token = os.urandom(16).hex()
         start = time.monotonic()
-        limit = self.spec.limits.wall_s
+        limit = self.spec.limits.wall_s if limit is None else limit
         try:
             write_frame(self.cmd_w, {"nodeid": item.nodeid, "next": nextitem and nextitem.nodeid,
-                                     "token": token})  # fmt: skip
+                                     "token": token, "limit": limit, "why": why})  # fmt: skip
         except OSError:
             pass  # the child is gone: reading says how
         # The in-child alarm (harness.plugin) gets first go, so a reused child survives a slow
         # Python loop; the parent's deadline, a little later, catches everything else.
-        frame = self._read(start + limit + GRACE_S if limit > 0 else float("inf"))
+        grace = min(2.0, max(GRACE_S, 0.1 * limit))  # a loaded machine replies late
+        frame = self._read(start + limit + grace if limit > 0 else float("inf"))
         wall = time.monotonic() - start
         if frame == "timeout":
+            # What the child was stuck in (native code, a swallowed alarm), or what it had
+            # stopped but could not report in time (a loaded machine).
+            running, hang = hangs.read_slot()
             self.stop(kill=True)
-            return Outcome(failure=messages.timeout(limit), kind="timeout", wall_s=wall)
+            text = messages.timeout(limit, why)
+            if running is not None:
+                kind, key, label = running
+                if kind == hangs.IMPORT:
+                    text = hangs.import_hang_sentence(label, limit)
+                else:
+                    text = messages.timeout(limit, why, label)
+                hang = hangs.Hang(kind, key, label, item.name, text)
+            elif hang is not None:
+                text = hang.cause
+            return Outcome(failure=text, kind="timeout", wall_s=wall, hang=hang)
         if frame is None:
             return Outcome(failure=self._death_message(None), kind="crash", wall_s=wall)
         if not isinstance(frame, dict) or frame.get("token") != token:

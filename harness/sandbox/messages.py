@@ -32,8 +32,11 @@ def limit_text(memory_mb: int) -> str:
     return gib(memory_mb << 20)
 
 
-def timeout(wall_s: float) -> str:
-    return f"exceeded {wall_s:g} s wall time (the kata's time_limit); the test was stopped"
+def timeout(wall_s: float, why: str = "the kata's time_limit", where: str = "") -> str:
+    at = f" in {where}" if where else ""
+    from ..hangs import seconds_text
+
+    return f"exceeded {seconds_text(wall_s)} s wall time ({why}){at}; the test was stopped"
 
 
 def memory(memory_mb: int, requested: str | None = None, peak: int | None = None) -> str:

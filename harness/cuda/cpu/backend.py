@@ -20,6 +20,7 @@ from typing import Any
 
 import cffi
 
+from harness import hangs
 from harness._lazy import lazy_module
 from harness.cuda import source as src
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
@@ -538,7 +539,17 @@ class CpuFunction:
         """Run once and return the result record (outputs written back); used by trace."""
         return self._launch(args, **kw)
 
-    def _launch(
+    def _launch(self, *args: Any, **kw: Any) -> _LaunchResult:
+        """One launch; a kernel that overran in an earlier kata test fails at once."""
+        with hangs.running(hangs.KERNEL, self._key(), f"kernel {self.name}"):
+            return self._launch_once(*args, **kw)
+
+    def _key(self) -> str:
+        m = self.module
+        text = "\0".join([m.source, *m.options, str(m.no_extern_c)]).encode()
+        return f"cu:{self.name}:{hashlib.sha1(text).hexdigest()}"
+
+    def _launch_once(
         self,
         args: Sequence[Any],
         block: Any,
@@ -643,7 +654,9 @@ class CpuFunction:
             L.fibers = int(self.module.fibers or preempt)
             L.preempt = 128 if preempt else 0
             L.isolate = int(isolate)
-            L.timeout = float(timeout if timeout is not None else self.module.timeout)
+            L.timeout = hangs.launch_limit(
+                float(timeout if timeout is not None else self.module.timeout)
+            )
             L.nbuffers = len(buffers)
             L.buffers = bufs
             L.events = ffi.NULL if events is None else events

@@ -1,0 +1,176 @@
+"""Worst-case run time of each kata when the submission hangs, against the kata's time budget.
+
+For each kata of phases 01-03 (or those named), a scratch copy of the kata (and its hidden tests)
+is run with every learner file replaced by a version, built from the reference, that hangs:
+
+- ``import``: every Python learner file ends in ``while True: pass`` (the module never loads);
+- ``call``: every Python function and method body is ``while True: pass``;
+- ``native``: every top-level C/C++ function body starts with a spin on a volatile (a hang no
+  Python alarm can interrupt);
+- ``kernel``: every ``__global__`` function body in a .cu file starts with that spin.
+
+A variant that changes no file of the kata is left out. The figure is pytest's wall time for
+``pytest katas/phaseNN/<kata>`` (interpreter start-up included), next to the kata's per-test
+limit and its time budget (harness.timekeeper). Goal (issue 12): every kata under 2 minutes, and
+the sum (``pytest katas`` run serially) under Gradescope's default 10 minutes.
+
+    python harness/benchmarks/bench_hangs.py [--kata simt --kata matmul] [--variant import]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from harness.manifest import discover, load_manifest  # noqa: E402
+from harness.timekeeper import budget_of  # noqa: E402
+
+VARIANTS = ("import", "call", "native", "kernel")
+SPIN_C = " { volatile int kata_spin = 1; while (kata_spin) {} "
+
+
+def hang_python_import(text: str) -> str:
+    return text + "\n\nwhile True:\n    pass\n"
+
+
+def hang_python_calls(text: str) -> str:
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            loop = ast.While(test=ast.Constant(True), body=[ast.Pass()], orelse=[])
+            node.body = ([ast.Expr(ast.Constant(doc))] if doc else []) + [loop]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+# A top-level C function definition: a line at column 0 with a parameter list, ending in "{".
+_C_DEF = re.compile(r"^(?![ \t#])([^;{}\n]*\([^;{}]*\)\s*)\{", re.M)
+_GLOBAL = re.compile(r"(__global__[^;{}]*\([^;{}]*\)\s*)\{")
+
+
+def hang_c_functions(text: str) -> str:
+    return _C_DEF.sub(lambda m: m.group(1) + SPIN_C.strip(), text)
+
+
+def hang_kernels(text: str) -> str:
+    return _GLOBAL.sub(lambda m: m.group(1) + SPIN_C.strip(), text)
+
+
+def variant_text(variant: str, name: str, text: str) -> str | None:
+    suffix = Path(name).suffix
+    if variant == "import" and suffix == ".py":
+        return hang_python_import(text)
+    if variant == "call" and suffix == ".py":
+        return hang_python_calls(text)
+    if variant == "native" and suffix in (".c", ".cpp", ".cc"):
+        return hang_c_functions(text)
+    if variant == "kernel" and suffix == ".cu":
+        out = hang_kernels(text)
+        return out if out != text else None
+    return None
+
+
+def scratch_tree(tmp: Path, kata_dir: Path) -> Path:
+    """A repository holding only this kata, its solutions mirror and the root's pytest setup."""
+    rel = kata_dir.relative_to(ROOT)
+    shutil.copytree(kata_dir, tmp / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    sol = ROOT / "solutions" / rel.relative_to("katas")
+    if sol.is_dir():
+        shutil.copytree(sol, tmp / "solutions" / rel.relative_to("katas"),
+                        ignore=shutil.ignore_patterns("__pycache__", "shortcuts"))  # fmt: skip
+    for name in ("pyproject.toml", "conftest.py", "pytest.ini"):
+        if (ROOT / name).is_file():
+            shutil.copy(ROOT / name, tmp / name)
+    return tmp / rel
+
+
+def run_variant(kata_dir: Path, variant: str, timeout: float, extra: list[str]) -> dict | None:
+    manifest = load_manifest(kata_dir)
+    sol = ROOT / "solutions" / kata_dir.relative_to(ROOT / "katas")
+    with tempfile.TemporaryDirectory(prefix="bench-hangs-") as t:
+        tmp = Path(t)
+        copy = scratch_tree(tmp, kata_dir)
+        changed = []
+        for name in manifest.files:
+            base = sol / name if (sol / name).is_file() else kata_dir / name
+            hung = variant_text(variant, name, base.read_text(encoding="utf-8"))
+            if hung is not None:
+                (copy / name).write_text(hung, encoding="utf-8")
+                changed.append(name)
+        if not changed:
+            return None
+        report = tmp / "report.json"
+        cmd = [sys.executable, "-m", "pytest", str(copy.relative_to(tmp)), "-q",
+               "-p", "no:cacheprovider", f"--kata-report=json:{report}", *extra]  # fmt: skip
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        wall = time.monotonic() - start
+        tests = status = None
+        if report.exists():
+            data = json.loads(report.read_text())
+            kata = data["katas"][0] if data["katas"] else {}
+            tests = sum(len(task["tests"]) for task in kata.get("tasks", []))
+            status = kata.get("status")
+        return {
+            "kata": manifest.id,
+            "variant": variant,
+            "files": changed,
+            "wall_s": round(wall, 1),
+            "time_limit": manifest.time_limit,
+            "budget": budget_of(manifest),
+            "tests": tests,
+            "status": status,
+            "rc": rc,
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kata", action="append", default=[], help="kata id (default: phases 1-3)")
+    p.add_argument("--variant", action="append", default=[], choices=VARIANTS)
+    p.add_argument("--timeout", type=float, default=900, help="per run, seconds")
+    p.add_argument("--json", type=Path, help="also write the rows here")
+    args, extra = p.parse_known_args(argv)
+    dirs = [d for d in discover(ROOT / "katas") if re.search(r"phase0[1-3]", str(d))]
+    if args.kata:
+        dirs = [d for d in dirs if d.name in args.kata]
+    rows = []
+    print(f"{'kata':<18}{'variant':<8}{'wall s':>8}{'limit':>7}{'budget':>8}{'tests':>7}  status")
+    for d in dirs:
+        for v in args.variant or VARIANTS:
+            row = run_variant(d, v, args.timeout, extra)
+            if row is None:
+                continue
+            rows.append(row)
+            print(f"{row['kata']:<18}{v:<8}{row['wall_s']:>8.1f}{row['time_limit']:>7g}"
+                  f"{row['budget']:>8g}{row['tests'] or 0:>7}  {row['status']} (rc {row['rc']})",
+                  flush=True)  # fmt: skip
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
+    worst: dict[str, float] = {}
+    for r in rows:
+        worst[r["kata"]] = max(worst.get(r["kata"], 0.0), r["wall_s"])
+    print("worst case per kata: " + ", ".join(f"{k} {s:.0f} s" for k, s in worst.items()))
+    over = [k for k, s in worst.items() if s >= 120]
+    print(f"all katas, serially: {sum(worst.values()):.0f} s (goal < 600 s); "
+          f"katas over 2 min: {', '.join(over) or 'none'}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

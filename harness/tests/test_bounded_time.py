@@ -1,0 +1,444 @@
+"""Every run ends in a known time (issue 12, issue 10 §3): hangs fail fast, budgets hold.
+
+Each run below would take (number of tests) x (time limit) without the harness's bounds; each
+asserts the bound it promises, and that the reports are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import hangs
+from harness.budget_record import budget_for, write_budget
+from harness.manifest import load_manifest
+from harness.results import ResultBuilder
+from harness.timekeeper import TimeKeeper, default_budget
+
+from .conftest import KataRepo
+
+N_TESTS = 8
+
+
+def _manifest(kata_id: str, files: str, time_limit: float, extra: str = "") -> str:
+    return f"""\
+id = "{kata_id}"
+title = "Kata {kata_id}"
+phase = 1
+summary = "a kata whose code may hang"
+languages = ["python"]
+files = [{files}]
+time_limit = {time_limit}
+{extra}
+[[tasks]]
+id = "one"
+title = "Task one"
+points = 10
+tests = ["test_one*"]
+hints = ["an unrelated hint"]
+"""
+
+
+PUBLIC = f"""\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def calc(kata):
+    return kata.module("calc")
+
+
+@pytest.mark.parametrize("i", range({N_TESTS}))
+def test_one(calc, i):
+    assert calc.add(i, 1) == i + 1
+"""
+
+GOOD = "def add(a, b):\n    return a + b\n"
+
+
+def _kata(repo: KataRepo, kata_id: str, calc: str, time_limit: float = 2, extra: str = "",
+          public: str = PUBLIC) -> None:  # fmt: skip
+    base = f"katas/phase01/{kata_id}"
+    repo.write(f"{base}/kata.toml", _manifest(kata_id, '"calc.py"', time_limit, extra))
+    repo.write(f"{base}/calc.py", calc)
+    repo.write(f"{base}/tests/test_{kata_id}.py", public)
+
+
+def _report(repo: KataRepo) -> dict:
+    return json.loads((repo.root / "report.json").read_text())
+
+
+def _tests(kata: dict) -> list[dict]:
+    return [t for task in kata["tasks"] for t in task["tests"]]
+
+
+def _spent(kata: dict) -> float:
+    """Seconds the kata's tests took, as pytest timed them (start-up and collection left out:
+    on a loaded machine they dwarf what is being bounded)."""
+    return sum(t["duration"] for t in _tests(kata))
+
+
+WALL_SLACK_S = 60  # a subprocess pytest's start-up on a busy 2-core machine; a hang costs more
+
+
+def _run(repo: KataRepo, *args: str, subprocess: bool = True, timeout: float = 120):
+    start = time.monotonic()
+    argv = ["katas", "--kata-report=json:report.json", *args]
+    if subprocess:
+        result = repo.pytester.runpytest_subprocess(*argv, timeout=timeout)
+    else:
+        result = repo.pytester.runpytest(*argv)
+    return result, time.monotonic() - start
+
+
+# --------------------------------------------------------------------------- a hanging import
+HANGING_IMPORT = GOOD + "\nwhile True:\n    pass\n"
+
+
+@pytest.mark.parametrize("mode", ["subprocess", "subprocess -n 2", "inline, no sandbox"])
+def test_a_hanging_import_fails_the_kata_at_once_and_the_run_goes_on(repo: KataRepo, mode: str):
+    _kata(repo, "hangs", HANGING_IMPORT)
+    _kata(repo, "works", GOOD)
+    args = ["-n", "2"] if "-n 2" in mode else []
+    inline = "inline" in mode
+    if inline:
+        args.append("--kata-no-sandbox")
+    result, wall = _run(repo, *args, subprocess=not inline)
+    out = result.stdout.str()
+    report = _report(repo)
+    hung, works = (report["katas"][i] for i in (0, 1))
+    # One time limit (2 s, per worker) for the hang, not 8 x 2 s.
+    assert _spent(hung) < 2 * (2 + 1), f"{_spent(hung):.1f} s\n{out}"
+    assert wall < WALL_SLACK_S, f"{wall:.1f} s"
+    assert works["earned"] == works["points"] == 10, "the run went on to the next kata"
+    tests = _tests(hung)
+    assert len(tests) == N_TESTS, "every test is in the report"
+    sentence = "calc.py did not finish importing in 2 s: an endless loop at module level?"
+    assert sum(t["message"] == sentence for t in tests) >= 1, out
+    assert all(t["message"].startswith(sentence) for t in tests), [t["message"] for t in tests]
+    assert hung["status"] == "error" and any("calc.py did not finish" in e for e in hung["errors"])
+    assert "an unrelated hint" not in out, "a module that does not load is no task's hint"
+
+
+# --------------------------------------------------------------------------- a spinning kernel
+SPIN_PTX = """\
+.version 7.0
+.target sm_75
+.address_size 64
+
+.visible .entry spin(.param .u64 out)
+{
+LOOP:
+    bra.uni LOOP;
+}
+"""
+
+KERNEL_TESTS = f"""\
+import numpy as np
+import pytest
+
+from harness.ptx import load_module
+
+
+@pytest.fixture(scope="module")
+def module(kata):
+    return load_module(kata.source("kernel.ptx").read_text())
+
+
+@pytest.mark.parametrize("i", range({N_TESTS}))
+def test_one(module, i):
+    out = np.zeros(4, dtype=np.float32)
+    module.launch("spin", [out], 1, 4, max_steps=10**9)
+    assert out[0] == 1
+"""
+
+
+def test_a_spinning_kernel_waits_once_and_later_tests_fail_at_once(repo: KataRepo) -> None:
+    base = "katas/phase01/spin"
+    repo.write(f"{base}/kata.toml", _manifest("spin", '"kernel.ptx"', 2))
+    repo.write(f"{base}/kernel.ptx", SPIN_PTX)
+    repo.write(f"{base}/tests/test_spin.py", KERNEL_TESTS)
+    result, wall = _run(repo)
+    out = result.stdout.str()
+    kata = _report(repo)["katas"][0]
+    assert _spent(kata) < 2 + 1, f"{_spent(kata):.1f} s: one launch limit, then at once\n{out}"
+    assert wall < WALL_SLACK_S
+    tests = _tests(kata)
+    assert len(tests) == N_TESTS
+    first, *rest = sorted(tests, key=lambda t: t["duration"], reverse=True)
+    assert "spin: did not finish within" in first["message"], first["message"]
+    assert all(
+        "kernel spin hung in test_one[0] (spin: did not finish" in t["message"] for t in rest
+    )
+    assert all(t["duration"] < 1.0 for t in rest), [t["duration"] for t in rest]
+
+
+# --------------------------------------------------------------------------- a hanging C call
+NATIVE_TESTS = f"""\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def lib(kata):
+    from harness.native.fixtures import NativeBuilder
+
+    return NativeBuilder(kata.source, kata.search_path, ())("spin.c", declarations="int spin(int);")
+
+
+@pytest.mark.parametrize("i", range({N_TESTS}))
+def test_one(lib, i):
+    assert lib.spin(i) == i
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no cc")
+def test_a_hanging_native_call_is_killed_once_and_later_calls_fail_at_once(repo: KataRepo):
+    base = "katas/phase01/native"
+    repo.write(f"{base}/kata.toml", _manifest("native", '"spin.c"', 2))
+    repo.write(f"{base}/spin.c", "int spin(int x) { for (volatile int i = 0;; i += x) {} }\n")
+    repo.write(f"{base}/tests/test_native.py", NATIVE_TESTS)
+    result, wall = _run(repo)
+    out = result.stdout.str()
+    kata = _report(repo)["katas"][0]
+    assert _spent(kata) < 2 + 2 + 10, f"{_spent(kata):.1f} s (one gcc build, one limit)\n{out}"
+    assert wall < WALL_SLACK_S
+    tests = _tests(kata)
+    assert len(tests) == N_TESTS
+    stopped = [t for t in tests if t["message"].startswith("exceeded 2 s wall time")]
+    assert len(stopped) == 1, [t["message"] for t in tests]
+    rest = [t for t in tests if t not in stopped]
+    assert all("spin() hung in test_one[0] (exceeded 2 s" in t["message"] for t in rest), out
+
+
+# --------------------------------------------------------------------------- the kata's budget
+SLOW = """\
+import time
+
+
+def add(a, b):
+    time.sleep(0.7)
+    return a + b
+"""
+
+
+def test_a_kata_budget_running_out_fails_the_rest_at_once_naming_the_test(repo: KataRepo):
+    _kata(repo, "slow", SLOW, time_limit=1, extra="time_budget = 2\n")
+    result, wall = _run(repo)
+    out = result.stdout.str()
+    kata = _report(repo)["katas"][0]
+    assert _spent(kata) < 2 + 1, f"{_spent(kata):.1f} s\n{out}"
+    assert wall < WALL_SLACK_S
+    tests = _tests(kata)
+    assert len(tests) == N_TESTS, "every test is in the report"
+    passed = [t for t in tests if t["outcome"] == "passed"]
+    stopped = [t for t in tests if "(what was left of the kata's 2 s time budget)" in t["message"]]
+    cut = [t for t in tests if "the kata's 2 s time budget ran out: test_one[" in t["message"]]
+    # Each test takes 0.7 s and more on a loaded machine: 1-3 pass, at most one is stopped
+    # part-way by what was left, and the rest fail at once naming the test that used the most.
+    assert passed and len(stopped) <= 1, out
+    assert len(passed) + len(stopped) + len(cut) == N_TESTS and len(cut) >= N_TESTS - 4, out
+    assert kata["status"] == "error", "a kata cut short is an error for graders"
+    assert any("not every test ran" in e for e in kata["errors"]), kata["errors"]
+
+
+# --------------------------------------------------------------------------- the run's budget
+HANGS_IN_TEST = """\
+import time
+
+
+def add(a, b):
+    while True:
+        time.sleep(0.05)
+"""
+
+
+def test_a_run_budget_is_shared_over_the_katas_and_every_report_is_written(repo: KataRepo):
+    for name in ("k1", "k2", "k3"):
+        _kata(repo, name, HANGS_IN_TEST, time_limit=20)
+    budget = 12  # without it: 3 katas x 8 tests, each hanging (fail fast: 3 x 20 s)
+    result, wall = _run(repo, f"--kata-time-budget={budget}", "--kata-report=junit:junit.xml")
+    out = result.stdout.str()
+    report = _report(repo)
+    # The run's own clock starts at pytest's configure: interpreter start-up comes before it.
+    assert report["duration"] < budget, f"{report['duration']:.1f} s for a {budget} s budget"
+    assert wall < budget + WALL_SLACK_S, f"{wall:.1f} s"
+    assert [k["id"] for k in report["katas"]] == ["k1", "k2", "k3"]
+    for kata in report["katas"]:
+        assert len(_tests(kata)) == N_TESTS, kata["id"]
+        assert kata["status"] == "error"
+    assert "run's 12 s budget" in out or "run's 12 s time budget" in out, out
+    assert (repo.root / "junit.xml").exists()
+
+
+def test_kata_grade_passes_the_time_budget() -> None:
+    import argparse
+
+    from harness.grade import pytest_args
+
+    args = argparse.Namespace(
+        paths=[], hidden=None, report=[], jobs=None, pytest_args=[], time_budget=540.0
+    )
+    assert "--kata-time-budget=540" in pytest_args(args, Path("."))
+
+
+# --------------------------------------------------------------------------- said once
+def test_a_syntax_error_is_shown_once_with_a_caret_and_named_in_the_summary(repo: KataRepo):
+    _kata(repo, "broken", "def add(a, b:\n    return a + b\n")
+    result, _ = _run(repo, subprocess=False)
+    out = result.stdout.str()
+    assert out.count("SyntaxError") >= 2
+    assert out.count("    def add(a, b:\n") == 1, "the caret block is shown once\n" + out
+    assert "^" in out
+    assert "(shown in full under test_one[0])" in out
+    assert "an unrelated hint" not in out
+    kata = _report(repo)["katas"][0]
+    assert any("calc.py, line 1: SyntaxError" in n for n in kata["notes"]), kata
+    assert kata["status"] != "error", "the learner's syntax error is a failure, not an error"
+
+
+# --------------------------------------------------------------------------- error, not shrinkage
+CRASH = """\
+import os
+import signal
+
+
+def add(a, b):
+    os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_a_crash_in_the_sandbox_is_an_error_in_the_report(repo: KataRepo) -> None:
+    _kata(repo, "crash", CRASH)
+    _run(repo)
+    kata = _report(repo)["katas"][0]
+    assert kata["status"] == "error" and kata["errors"], kata
+    assert kata["points"] == 10 and kata["earned"] == 0
+
+
+def test_tests_that_never_ran_keep_their_share_of_the_points(repo: KataRepo) -> None:
+    exits = "import os\n\ndef add(a, b):\n    if a == 0:\n        os._exit(3)\n    return a + b\n"
+    _kata(repo, "exits", exits)
+    _run(repo, "-n", "1", "--max-worker-restart=0", "--kata-no-sandbox")
+    kata = _report(repo)["katas"][0]
+    tests = _tests(kata)
+    assert len(tests) == N_TESTS, "tests that never ran are in the report"
+    assert kata["earned"] == 0, "nothing ran to completion, so nothing is earned"
+    assert kata["status"] == "error"
+
+
+def test_a_broken_manifest_keeps_its_points(tmp_path: Path) -> None:
+    kata = tmp_path / "katas" / "phase01" / "bad"
+    (kata / "tests").mkdir(parents=True)
+    (kata / "kata.toml").write_text(
+        'id = "bad"\ntitle = "Bad"\n[[tasks]]\nid = "a"\npoints = 150\n'
+        '[[tasks]]\nid = "b"\npoints = 50\nbogus = 1\n'
+    )
+    builder = ResultBuilder(tmp_path, "learner", ["cpu"])
+    assert builder.manifest_for("katas/phase01/bad/tests/test_bad.py") is None
+    (k,) = builder.build().katas
+    assert (k.id, k.points, k.earned, k.status) == ("bad", 200, 0, "error")
+    (kata / "kata.toml").write_text('[[tasks]]\nid = "a"\npoints = 150\n[[tasks\npoints = 5')
+    builder = ResultBuilder(tmp_path, "learner", ["cpu"])
+    builder.manifest_for("katas/phase01/bad/tests/test_bad.py")
+    assert builder.build().katas[0].points == 150, "not even TOML: the points lines still count"
+
+
+# --------------------------------------------------------------------------- the pieces
+class _M:
+    def __init__(self, name: str, time_limit: float, time_budget: float | None = None) -> None:
+        self.dir = Path(name)
+        self.time_limit, self.time_budget = time_limit, time_budget
+
+
+def test_the_time_keeper_cuts_limits_to_the_kata_and_run_budgets() -> None:
+    assert default_budget(20) == 120 and default_budget(60) == 240 and default_budget(900) == 300
+    a, b = _M("a", 10, 40), _M("b", 10, 120)
+    keeper = TimeKeeper(run_budget=100 + 5)  # 5 s of reserve
+    limit = keeper.limit(a, [a, b])
+    assert limit.seconds == 10 and "time_limit" in limit.why
+    # a gets 100 * 40 / 160 = 25 s of the run: less than its own 40 s budget.
+    assert abs(keeper.katas[a.dir].budget - 25) < 0.5
+    assert keeper.fail_now(a, [a, b]) == ""
+    keeper.spent(a, "test_fast", 0.2)
+    keeper.spent(a, "test_slow", 24.6)
+    assert keeper.fail_now(a, [a, b]).startswith("the kata's 25 s time budget")
+    assert "test_slow used 25 s" in keeper.fail_now(a, [a, b])
+    assert keeper.fail_now(a, [a, b], enabled=False) == "", "--kata-no-timeout: no kata budget"
+    hang = hangs.Hang(hangs.IMPORT, "k", "calc.py", "test_x", "calc.py did not finish importing")
+    keeper.spent(b, "test_x", 1.0, hang)  # b has not started: nothing to charge
+    keeper.clock(b, [b])
+    keeper.spent(b, "test_x", 1.0, hang)
+    assert keeper.fail_now(b, [b]).startswith("calc.py did not finish importing (in test_x)")
+
+
+def test_the_registry_fails_known_hangs_at_once_only_inside_kata_tests() -> None:
+    hangs.forget_all()
+    with pytest.raises(hangs.Overrun), hangs.running(hangs.KERNEL, "k1", "kernel k"):
+        raise hangs.Overrun("outside a test: not recorded")
+    with hangs.running(hangs.KERNEL, "k1", "kernel k"):
+        pass
+    hangs.begin_test("test_a", time.monotonic() + 10)
+    try:
+        assert 8 < hangs.launch_limit(60) < 10
+        with pytest.raises(hangs.Overrun), hangs.running(hangs.KERNEL, "k1", "kernel k"):
+            assert hangs.read_slot()[0] == (hangs.KERNEL, "k1", "kernel k")
+            raise hangs.Overrun("ran past 3 s")
+        running, hung = hangs.read_slot()
+        assert running is None and hung is not None and hung.cause == "ran past 3 s"
+        with pytest.raises(hangs.KnownHang, match=r"kernel k hung in test_a \(ran past 3 s\)"):
+            with hangs.running(hangs.KERNEL, "k1", "kernel k"):
+                pass
+        with hangs.running(hangs.KERNEL, "k2", "kernel other"):
+            pass  # other code runs as usual
+    finally:
+        hangs.end_test()
+        hangs.forget_all()
+
+
+def test_verify_record_writes_the_budget_into_the_manifest(repo: KataRepo) -> None:
+    assert budget_for(7.9, 20) == 120 and budget_for(30, 20) == 150 and budget_for(0.1, 90) == 120
+    kata = repo.add_demo()
+    manifest = load_manifest(kata)
+    line = write_budget(manifest, 120, 21.3)
+    load_manifest.cache_clear() if hasattr(load_manifest, "cache_clear") else None
+    text = (kata / "kata.toml").read_text()
+    assert "time_budget = 120  # kata verify --record: 5 x the reference's 21.3 s" in text, line
+    write_budget(manifest, 130, 25.0)
+    assert (kata / "kata.toml").read_text().count("time_budget =") == 1
+    assert sys.modules["tomllib"].loads((kata / "kata.toml").read_text())["time_budget"] == 130
+
+
+# --------------------------------------------------------------------------- a Python function
+LOOPS = "def add(a, b):\n    while True:\n        pass\n"
+SWALLOWS = """\
+import time
+
+
+def add(a, b):
+    while True:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+"""
+
+
+@pytest.mark.parametrize("calc", [LOOPS, SWALLOWS], ids=["loops", "swallows-the-alarm"])
+def test_a_hanging_python_function_waits_once_and_later_calls_fail_at_once(
+    repo: KataRepo, calc: str
+) -> None:
+    _kata(repo, "loops", calc)
+    result, _ = _run(repo)
+    out = result.stdout.str()
+    kata = _report(repo)["katas"][0]
+    assert _spent(kata) < 2 + 2 + 1, f"{_spent(kata):.1f} s\n{out}"
+    tests = sorted(_tests(kata), key=lambda t: t["name"])
+    assert len(tests) == N_TESTS
+    assert tests[0]["message"].startswith("exceeded 2 s wall time"), tests[0]["message"]
+    for t in tests[1:]:
+        assert t["message"].startswith("add() in calc.py hung in test_one[0] (exceeded 2 s"), t

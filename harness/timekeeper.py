@@ -1,0 +1,148 @@
+"""Every run ends in a known time: the kata's time budget, the run's budget, and fail-fast causes.
+
+One :class:`TimeKeeper` per pytest process (each xdist worker has its own) decides, before each
+kata test, whether it may run and for how long:
+
+- a kata whose import hung, or whose tests used up its ``time_budget``, fails its remaining
+  tests at once with one sentence naming the cause;
+- a run budget (``--kata-time-budget``) is spread over the katas still to run, in proportion to
+  their budgets, keeping a reserve for writing the reports;
+- the test's own limit is the kata's ``time_limit`` cut to what the kata and the run have left.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .hangs import IMPORT, Hang
+
+# A kata without a recorded figure gets this many times its per-test limit, within these bounds.
+DEFAULT_BUDGET_LIMITS = 4
+DEFAULT_BUDGET_MIN_S = 120.0
+DEFAULT_BUDGET_MAX_S = 300.0
+MIN_TEST_S = 0.5  # less than this left: fail at once rather than start a test that cannot finish
+
+
+def default_budget(time_limit: float) -> float:
+    return min(DEFAULT_BUDGET_MAX_S, max(DEFAULT_BUDGET_MIN_S, DEFAULT_BUDGET_LIMITS * time_limit))
+
+
+def budget_of(manifest: Any) -> float:
+    """The kata's time budget in seconds: its manifest's ``time_budget``, else the default."""
+    value = getattr(manifest, "time_budget", None)
+    return float(value) if value else default_budget(float(manifest.time_limit))
+
+
+def run_reserve(budget: float) -> float:
+    """Seconds of a run budget kept back for the reports and the processes' exit."""
+    return min(30.0, max(3.0, 0.05 * budget))
+
+
+@dataclass
+class TestLimit:
+    seconds: float  # 0: no limit
+    why: str  # "the kata's time_limit", "what is left of the kata's 120 s time budget"
+
+
+@dataclass
+class KataClock:
+    """Time charged to one kata: the sum of its tests' times, so a worker that runs other katas'
+    tests in between (xdist) does not charge them to this one."""
+
+    budget: float
+    share_note: str = ""  # set when the run budget cut the kata's budget
+    used: list[tuple[str, float, str]] = field(default_factory=list)  # (test, seconds, hung in)
+
+    @property
+    def left(self) -> float:
+        return self.budget - sum(u[1] for u in self.used)
+
+    fatal: str = ""  # a cause that fails every remaining test (an import that hung)
+
+
+class TimeKeeper:
+    def __init__(self, run_budget: float = 0.0, run_started: float | None = None) -> None:
+        self.run_budget = run_budget
+        # The run's end in this process's monotonic clock; run_started is a time.time() stamp
+        # (the xdist controller's), so every worker counts from the same moment.
+        started = time.time() if run_started is None else run_started
+        self.run_deadline = (
+            time.monotonic() - (time.time() - started) + run_budget - run_reserve(run_budget)
+            if run_budget > 0
+            else math.inf
+        )
+        self.katas: dict[Path, KataClock] = {}
+
+    # ----------------------------------------------------------------- before a test
+    def clock(self, manifest: Any, upcoming: list[Any]) -> KataClock:
+        """The kata's clock, started on its first test; `upcoming`: the manifests of the katas
+        still to run from here on (this one first), for sharing the run budget."""
+        key = manifest.dir
+        if key not in self.katas:
+            now = time.monotonic()
+            budget = budget_of(manifest)
+            clock = KataClock(budget)
+            if self.run_deadline < math.inf:
+                weights = {m.dir: budget_of(m) for m in upcoming}
+                weights.setdefault(key, budget)
+                share = max(0.0, self.run_deadline - now) * budget / sum(weights.values())
+                if share < budget:
+                    clock.budget = share
+                    clock.share_note = f" (its share of the run's {self.run_budget:g} s budget)"
+            self.katas[key] = clock
+        return self.katas[key]
+
+    def fail_now(self, manifest: Any, upcoming: list[Any], enabled: bool = True) -> str:
+        """A reason to fail the next test of this kata at once, or "". `enabled`: kata budgets
+        apply (not under --kata-no-timeout); the run budget always does."""
+        clock = self.clock(manifest, upcoming)
+        if clock.fatal:
+            return clock.fatal
+        now = time.monotonic()
+        if min(clock.left if enabled else math.inf, self.run_deadline - now) < MIN_TEST_S:
+            return self._ran_out(clock, now)
+        return ""
+
+    def limit(self, manifest: Any, upcoming: list[Any], enabled: bool = True) -> TestLimit:
+        """The wall limit of the next test of this kata."""
+        per_test = float(manifest.time_limit) if enabled else 0.0
+        clock = self.clock(manifest, upcoming)
+        now = time.monotonic()
+        kata_left = clock.left
+        run_left = self.run_deadline - now
+        best = TestLimit(per_test, "the kata's time_limit")
+        if enabled and kata_left < (best.seconds or math.inf):
+            best = TestLimit(
+                max(MIN_TEST_S, kata_left),
+                f"what was left of the kata's {clock.budget:.0f} s time budget{clock.share_note}",
+            )
+        if run_left < (best.seconds or math.inf):
+            best = TestLimit(
+                max(MIN_TEST_S, run_left),
+                f"what was left of the run's {self.run_budget:g} s budget",
+            )
+        return best
+
+    # ----------------------------------------------------------------- after a test
+    def spent(self, manifest: Any, test: str, seconds: float, hang: Hang | None = None) -> None:
+        clock = self.katas.get(manifest.dir)
+        if clock is None:
+            return
+        clock.used.append((test, seconds, hang.label if hang else ""))
+        if hang is not None and hang.kind == IMPORT and not clock.fatal:
+            clock.fatal = f"{hang.cause} (in {hang.test})"
+
+    def _ran_out(self, clock: KataClock, now: float) -> str:
+        if self.run_deadline - now < MIN_TEST_S and self.run_deadline - now <= clock.left:
+            head = f"the run's {self.run_budget:g} s time budget ran out"
+        else:
+            head = f"the kata's {clock.budget:.0f} s time budget{clock.share_note} ran out"
+        if not clock.used:
+            return head + " before this kata started"
+        test, seconds, where = max(clock.used, key=lambda u: u[1])
+        tail = f"{test} used {seconds:.0f} s" + (f" (hung in {where})" if where else "")
+        return f"{head}: {tail}"
