@@ -775,6 +775,8 @@ class ResultCollector:
         opt = session.config.option
         if getattr(opt, "exitfirst", False) or getattr(opt, "maxfail", 0):
             return  # the learner asked to stop early: not a fault of the run
+        if not self.builder.records:
+            return  # nothing ran (a collection error stopped the run): no points moved
         missing: dict[str, list[str]] = {}
         for nodeid in self.builder.order:  # every test the run was to run, collection order
             if nodeid in self.builder.records:

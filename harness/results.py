@@ -421,7 +421,9 @@ class ResultBuilder:
             notes = list(self.kata_notes.get(kata_dir, []))
             katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine, notes))
         for kata_dir in sorted(self.bad_manifests):
-            katas.append(_broken_kata(kata_dir, self.root))
+            broken = _broken_kata(kata_dir, self.root)
+            if broken.tasks:  # points to keep in the denominator
+                katas.append(broken)
         return RunResult(
             katas,
             self.impl,
