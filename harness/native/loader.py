@@ -147,7 +147,7 @@ class NativeLibrary:
 def _is_function(ffi: cffi.FFI, value: Any) -> bool:
     try:
         return ffi.typeof(value).kind == "function"
-    except (TypeError, ffi.error):
+    except (TypeError, cffi.FFIError):
         return False
 
 
