@@ -93,7 +93,9 @@ class KataFiles:
 
 
 _KATAS: dict[str, KataFiles] = {}  # package name -> kata
-_LEARNER_FILES: dict[str, KataFiles] = {}  # learner file (str path, resolved) -> its kata
+# learner file (as compiled: the loader's path or a resolved one) -> the implementations that load
+# it: a reference file a shortcut does not replace is loaded by the shortcut's and the reference's
+_LEARNER_FILES: dict[str, list[KataFiles]] = {}
 _original: dict[str, Any] = {}
 
 
@@ -105,11 +107,16 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
         package, kata, both, frozenset(files), None if given is None else frozenset(given)
     )
     _KATAS[package] = entry
-    # Code objects carry the path they were compiled from: the loader's, or a resolved one.
-    for d in both:
-        for path in d.rglob("*.py") if d.is_dir() else ():
-            if "__pycache__" not in path.parts and entry.is_learner_file(path):
-                _LEARNER_FILES.setdefault(str(path), entry)
+    seen: set[str] = set()
+    for d in dirs:  # search-path order: a file shadowed by an earlier directory is not loaded
+        for path in sorted(d.rglob("*.py")) if d.is_dir() else ():
+            rel = path.relative_to(d).as_posix()
+            if "__pycache__" in path.parts or rel in seen:
+                continue
+            seen.add(rel)
+            if entry.is_learner_file(path):
+                for spelling in dict.fromkeys([str(path), str(path.resolve())]):
+                    _LEARNER_FILES.setdefault(spelling, []).append(entry)
     install()
 
 
@@ -122,16 +129,6 @@ def install() -> None:
     builtins.__import__ = _fenced_import
     importlib.import_module = _fenced_import_module
     importlib.__import__ = _fenced_import
-
-
-def uninstall() -> None:
-    """Restore the import entry points (tests of the fence itself)."""
-    if not _original:
-        return
-    builtins.__import__ = _original["__import__"]
-    importlib.import_module = _original["import_module"]
-    importlib.__import__ = _original["__import__"]
-    _original.clear()
 
 
 def _fenced_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
@@ -159,18 +156,17 @@ def _fenced_import_module(name: str, package: str | None = None) -> Any:
 
 def _learner(frame: Any, globals: Any) -> KataFiles | None:
     """The kata whose learner code runs in `frame`, or None when it is not learner code."""
-    entry = _LEARNER_FILES.get(frame.f_code.co_filename)
-    if entry is not None:
-        return entry
     g = globals if isinstance(globals, dict) else frame.f_globals
     name = g.get("__name__") if isinstance(g, dict) else None
-    if not isinstance(name, str) or not name.startswith(KATA_PACKAGE_PREFIX):
+    package = name.split(".", 1)[0] if isinstance(name, str) else ""
+    owners = _LEARNER_FILES.get(frame.f_code.co_filename)
+    if owners:  # known by its file: as the implementation it runs in, if that one loads it
+        return next((k for k in owners if k.package == package), owners[0])
+    if not package.startswith(KATA_PACKAGE_PREFIX):
         return None
-    entry = _KATAS.get(name.split(".", 1)[0])
     file = g.get("__file__")
-    if entry is None or not isinstance(file, str):
-        return None
-    return entry if entry.is_learner_file(Path(file).resolve()) else None
+    owners = _LEARNER_FILES.get(file) if isinstance(file, str) else None
+    return next((k for k in owners or () if k.package == package), None)
 
 
 def _absolute(name: str, globals: dict[str, Any], level: int) -> str:

@@ -144,3 +144,26 @@ def test_verify_notes_modules_that_are_neither_learner_files_nor_given(repo: Kat
     ]
     plain = repo.add_demo("plain", phase_dir="phase02")
     assert "no `given` list" in _undeclared_modules(load_manifest(plain))[0]
+
+
+def test_a_reference_file_shared_by_a_shortcut_and_the_budgets_reference(repo: KataRepo) -> None:
+    """A shortcut run loads the reference's unreplaced files in its own package, and the budgets
+    load the same files again as the reference: each copy imports its own siblings."""
+    manifest = GIVEN_MANIFEST.replace('files = ["calc.py"]', 'files = ["calc.py", "other.py"]')
+    repo.add_demo(manifest=manifest, public=PUBLIC, hidden=None)
+    repo.write("katas/phase01/demo/sim.py", "BASE = 0\n")
+    repo.write("katas/phase01/demo/other.py", "")
+    repo.write("solutions/phase01/demo/other.py", "")
+    repo.write("solutions/phase01/demo/calc.py", "from .sim import BASE" + OK_BODY)
+    repo.write("solutions/phase01/demo/shortcuts/empty/shortcut.toml", 'task = "add"\nwhy = "w"\n')
+    repo.write("solutions/phase01/demo/shortcuts/empty/other.py", "X = 1\n")
+    repo.write(
+        "katas/phase01/demo/tests/test_both.py",
+        "from harness.loader import KataContext\n\n"
+        "def test_add_both(kata):\n"
+        "    assert kata.module('calc').add(1, 2) == 3\n"
+        "    ref = KataContext(kata.dir, kata.manifest, 'solution')\n"
+        "    assert ref.module('calc').add(1, 2) == 3\n",
+    )
+    result = repo.pytester.runpytest("katas", "--kata-impl=shortcut:empty")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
