@@ -8,12 +8,14 @@ GPU; each driver only moves bytes and launches.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import hangs
 from harness._lazy import lazy_module
 from harness.cuda import sanitizer
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
@@ -259,4 +261,12 @@ class GpuFunction:
         if sanitizer.sanitize_tool() is not None:  # --kata-cuda-sanitize: in a subprocess
             seconds = sanitizer.run_sanitized(self.module, self.name, plan, b, grid2, int(shared))
             return seconds if time_kernel else None
-        return self.module._drv.launch(self._fn, plan, b, grid2, int(shared), time_kernel)
+        # A kernel that spins on a GPU cannot be stopped from here: the sandbox kills the test
+        # process, and the shared slot tells it which kernel, so later tests fail at once.
+        with hangs.running(hangs.KERNEL, self._key(), f"kernel {self.name}"):
+            return self.module._drv.launch(self._fn, plan, b, grid2, int(shared), time_kernel)
+
+    def _key(self) -> str:
+        m = self.module
+        text = "\0".join([m.source, *m.options, str(m.no_extern_c)]).encode()
+        return f"gpu:{self.name}:{hashlib.sha1(text).hexdigest()}"
