@@ -1,7 +1,8 @@
 """`kata new PHASE NAME`: a complete, verifiable kata skeleton for instructors.
 
-The scaffold passes `kata verify` as generated (its stub fails, its reference passes), so an
-instructor starts from green and replaces the example task with the real ones.
+The scaffold passes `kata verify` as generated (its stub is not started, its reference passes, its
+two shortcuts are caught by a hidden gate), so an instructor starts from green and replaces the
+example task, its gate and its shortcuts with the real ones.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ _FILES = {
     "test_public.py.j2": "katas/{phase_dir}/{name}/tests/test_{module}.py",
     "solution.py.j2": "solutions/{phase_dir}/{name}/{module}.py",
     "test_hidden.py.j2": "solutions/{phase_dir}/{name}/tests/test_hidden_{module}.py",
+    # two shortcuts, each caught by the hidden gate: `kata verify` requires at least two
+    "shortcut_public.toml.j2": "solutions/{phase_dir}/{name}/shortcuts/public-answers/shortcut.toml",
+    "shortcut_public.py.j2": "solutions/{phase_dir}/{name}/shortcuts/public-answers/{module}.py",
+    "shortcut_positive.toml.j2": "solutions/{phase_dir}/{name}/shortcuts/positives-only/shortcut.toml",
+    "shortcut_positive.py.j2": "solutions/{phase_dir}/{name}/shortcuts/positives-only/{module}.py",
 }
 
 

@@ -19,9 +19,9 @@ from .terminal import fmt_points
 
 SHORTCUT_TOML = "shortcut.toml"
 MAX_SHARE = 0.5  # a shortcut that earns more than this share of its task fails `kata verify`
-MIN_SHORTCUTS = 2  # each kata ships at least this many shortcuts ...
-# ... and fewer is a warning while the phase 01-03 katas get theirs; flip to make it an error.
-FEWER_SHORTCUTS_IS_ERROR = False
+MIN_SHORTCUTS = 2  # each kata ships at least this many shortcuts (docs/kata-layout.md) ...
+# ... and fewer fails `kata verify`: every kata has them now, and every new kata must ship them.
+FEWER_SHORTCUTS_IS_ERROR = True
 
 
 class ShortcutError(ValueError):

@@ -81,6 +81,9 @@ def test_new_scaffold_passes_verify(repo: KataRepo, capsys) -> None:
     code, out = kata(repo, "verify", capsys=capsys)
     assert code == 0, out
     assert "✓ ring-buffer" in out
+    # the scaffold's two shortcuts are run and held to nothing by its hidden gate
+    assert "positives-only  basics  6.75 → 0 of 10" in out, out
+    assert "public-answers  basics  6.75 → 0 of 10" in out, out
 
 
 def test_verify_names_kata_and_task_of_a_broken_reference(repo: KataRepo, capsys) -> None:

@@ -506,18 +506,19 @@ def test_verify_names_a_malformed_shortcut(
     assert problem in problems[0] and "shortcuts/bad" in problems[0]
 
 
-def test_too_few_shortcuts_is_a_warning_until_flipped(
+def test_too_few_shortcuts_fails_verify(
     repo: KataRepo, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gated_kata(repo, stub=STUB)
     add_shortcut(repo, "five", {"calc.py": SHORTCUT})
     code, out = verify_out(repo, capsys)
-    assert code == 0 and "note: 1 shortcut(s); every kata ships at least 2" in out, out
+    assert code == 1 and "✗ gated" in out and "1 shortcut(s); every kata ships" in out, out
     import harness.verify
 
-    monkeypatch.setattr(harness.verify, "FEWER_SHORTCUTS_IS_ERROR", True)
+    # The switch still works the other way (a note, not a failure), for a tree being migrated.
+    monkeypatch.setattr(harness.verify, "FEWER_SHORTCUTS_IS_ERROR", False)
     code, out = verify_out(repo, capsys)
-    assert code == 1 and "✗ gated" in out and "1 shortcut(s); every kata ships" in out
+    assert code == 0 and "note: 1 shortcut(s); every kata ships at least 2" in out, out
 
 
 def test_bench_shortcuts_prints_before_and_after(repo: KataRepo, capsys, monkeypatch) -> None:
