@@ -157,10 +157,17 @@ def _guarded(func: Any, key: str, label: str) -> Any:
 
     @functools.wraps(func)
     def call(*args: Any) -> Any:
+        # A guarded function passed as an argument (a callback: `lib.f(lib.kernel, ...)`) goes
+        # to C as the C function it wraps; cffi accepts only that as a function pointer.
+        args = tuple(getattr(a, _NATIVE, a) for a in args)
         with hangs.running(hangs.NATIVE, key, label):
             return func(*args)
 
+    setattr(call, _NATIVE, func)
     return call
+
+
+_NATIVE = "native_function"  # the C function behind a guarded call
 
 
 def load(

@@ -251,6 +251,17 @@ def test_load_with_explicit_declarations_and_cpp(cache_dir, tmp_path):
     assert lib.total(100) == 5050
 
 
+def test_a_loaded_function_passes_as_a_callback(cache_dir, tmp_path):
+    # Loaded functions are wrapped (harness.hangs); passed to C they must still be C functions.
+    (tmp_path / "cb.c").write_text(
+        "int twice(int x) { return 2 * x; }\nint apply(int (*f)(int), int x) { return f(x) + 1; }\n"
+    )
+    result = native.build_shared_library([tmp_path / "cb.c"])
+    lib = native.load("int twice(int x);\nint apply(int (*f)(int), int x);", result)
+    assert lib.twice(3) == 6
+    assert lib.apply(lib.twice, 3) == 7
+
+
 # --------------------------------------------------------------------------- isolation
 def _call_write_past_end(result, header):
     lib = native.load(None, result, header=header)
