@@ -52,7 +52,8 @@ class ShortcutScore:
     before: float = 0.0
     after: float = 0.0
     gates: list[str] = field(default_factory=list)  # the sentences of the gates that caught it
-    problem: str = ""  # the run could not judge it (no results, errors)
+    problem: str = ""  # the run could not judge it (no results, or errors before any verdict)
+    errors: list[str] = field(default_factory=list)  # run errors of a judged run (a crash)
     skipped: str = ""  # its task cannot run on this machine (a tier or capability is missing)
 
     @property

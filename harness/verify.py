@@ -219,7 +219,10 @@ def _judge_shortcuts(
         verdict.shortcuts.append(score)
         if score.problem:
             verdict.problems.append(f"shortcut {sc.name!r}: {score.problem}")
-        elif score.skipped:
+            continue
+        if score.errors:
+            verdict.notes.append(f"shortcut {sc.name!r}: its run had errors ({score.errors[0]})")
+        if score.skipped:
             verdict.notes.append(f"shortcut {sc.name!r}: not judged here ({score.skipped})")
         elif score.too_much:
             verdict.problems.append(
@@ -242,13 +245,20 @@ def score_shortcut(
         return score
     kata = next((k for k in run.katas if k.id == manifest.id), None)
     errors = [*run.errors, *(kata.errors if kata else [])]
-    if kata is None or errors:
+    task = next((t for t in kata.tasks if t.id == sc.task), None) if kata else None
+    # A shortcut that crashes or hangs in some tests (a racy allocator killed by SIGILL) is
+    # judged on what it earned: its crashed tests failed. A run where none of its task's tests
+    # got to a verdict says nothing about the shortcut, and is a problem of the shortcut itself.
+    judged = task is not None and any(r.outcome in (PASSED, FAILED) for r in task.tests)
+    if kata is None or (errors and not judged):
         score.problem = "the run failed: " + (errors[0].splitlines()[0] if errors else "no kata")
         return score
-    task = next(t for t in kata.tasks if t.id == sc.task)
     if not task.tests:
         score.problem = "no test of its task ran"
         return score
+    score.errors = [e.splitlines()[0] for e in errors]
+    if not judged:
+        score.errors.append("none of its task's tests reached a verdict: is the shortcut broken?")
     score.before, score.after, score.gates = task.earned_before_gate, task.earned, task.gate_reasons
     skipped_gates = [r for r in task.tests if r.gate and r.outcome == SKIPPED]
     if all(r.outcome == SKIPPED for r in task.tests) or (score.too_much and skipped_gates):

@@ -521,6 +521,38 @@ def test_too_few_shortcuts_fails_verify(
     assert code == 0 and "note: 1 shortcut(s); every kata ships at least 2" in out, out
 
 
+CRASHES_ON_GATE = (
+    "import os, signal\n\n"
+    "def add(a, b):\n"
+    "    if (a, b) == (40, 2):\n"
+    "        os.kill(os.getpid(), signal.SIGSEGV)\n"
+    "    return 5\n\n"
+    "def mul(a, b):\n    return a * b\n"
+)
+
+
+def test_a_shortcut_that_crashes_is_judged_on_what_it_earned(repo: KataRepo, capsys) -> None:
+    # Its gate test dies with the submission (the sandbox reports a crash): the gate failed,
+    # the task earns nothing, and the crash is a note, not a verify problem.
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    add_shortcut(repo, "crashes", {"calc.py": CRASHES_ON_GATE})
+    code, out = verify_out(repo, capsys)
+    assert code == 0, out
+    assert "crashes   add   6.75 → 0 of 10" in out, out
+
+
+def test_a_shortcut_that_never_gets_a_verdict_is_named(repo: KataRepo, capsys) -> None:
+    # A shortcut that cannot even be imported proves nothing: verify says so.
+    gated_kata(repo, stub=STUB)
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    add_shortcut(repo, "broken", {"calc.py": "def add(a, b:\n"})
+    code, out = verify_out(repo, capsys)
+    assert (
+        "shortcut 'broken': its run had errors (none of its task's tests reached a verdict" in out
+    ), out
+
+
 def test_bench_shortcuts_prints_before_and_after(repo: KataRepo, capsys, monkeypatch) -> None:
     from harness.benchmarks import bench_shortcuts
 
