@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import shutil
 import tempfile
 import threading
@@ -15,6 +16,9 @@ from typing import Any
 import pytest
 
 from harness import KataTodo
+
+# gRPC's C core logs connection close-downs at INFO ("Got goaway"): noise in a test report.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 START_TIMEOUT = 5.0  # seconds for your start() to return
 STOP_TIMEOUT = 3.0
