@@ -19,18 +19,29 @@ import re
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import hangs
+from .api import (
+    ITEM_INFO,
+    KATA_DIR,
+    METRICS,
+    STATE,
+    TEST_LIMIT,
+    KataItemInfo,
+    KataReportInfo,
+    KataState,
+    KataTimeout,
+    kata_context,
+    wall_limit,
+)
 from .loader import (
     KataContext,
     KataLoadError,
     check_impl,
-    context_for,
     missing_shortcut,
     shortcut_dir,
     shortcut_name,
@@ -43,7 +54,6 @@ from .results import (
     PASSED,
     SKIPPED,
     ResultBuilder,
-    RunResult,
 )
 from .tiers import Capabilities, probe
 from .timekeeper import TestLimit, TimeKeeper
@@ -64,44 +74,7 @@ pytest_plugins = [
     or (_HERE.parent / name.replace(".", "/") / "__init__.py").is_file()
 ]
 
-PROPS_KEY = (
-    "gpu_katas"  # the user_properties entry that carries our per-test data to the controller
-)
 GATE_MARKER = "kata_gate"
-
-
-@dataclass
-class KataItemInfo:
-    manifest: Manifest
-    task: Task | None
-    hidden: bool
-    skip_reason: str = ""  # a tier/capability is missing
-    missing: str = ""  # ... which one (grade mode: the grader's fault, see harness.grading)
-    fail_reason: str = ""  # ... and --kata-require-tier makes that a failure
-    gate: str = ""  # the kata_gate sentence, when this test gates its task
-    fail_fast: bool = False  # fail_reason is an earlier test's cause (a hang, a spent budget)
-
-
-@dataclass
-class KataState:
-    root: Path
-    impl: str
-    caps: Capabilities
-    hidden: str
-    results_dir: Path
-    reports: list[str]
-    result: RunResult | None = None  # built on the controller at session finish
-    written: list[str] = field(default_factory=list)
-    contexts: dict[Path, KataContext] = field(default_factory=dict)
-    keeper: TimeKeeper = field(default_factory=TimeKeeper)
-    started: float = field(default_factory=time.time)  # the run's start (the controller's)
-    kata_order: list[Manifest] = field(default_factory=list)  # katas in collection order
-
-
-STATE = pytest.StashKey[KataState]()
-ITEM_INFO = pytest.StashKey[KataItemInfo]()
-METRICS = pytest.StashKey[dict[str, Any]]()
-TEST_LIMIT = pytest.StashKey[TestLimit]()  # this test's wall limit and why (set before it runs)
 
 
 def _state(config: pytest.Config) -> KataState:
@@ -295,13 +268,15 @@ class KataDir(pytest.Dir):
 
 def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if (path / MANIFEST_NAME).is_file():
-        return KataDir.from_parent(parent, path=path)
+        kata_dir = KataDir.from_parent(parent, path=path)
+        kata_dir.stash[KATA_DIR] = True
+        return kata_dir
     return None
 
 
-def _item_info(item: pytest.Item, state: KataState) -> KataItemInfo | None:
+def _item_info(item: pytest.Item) -> KataItemInfo | None:
     try:
-        ctx = _context(state, item.path)
+        ctx = kata_context(item.config, item.path)
     except (KataLoadError, ManifestError):
         return None
     name = getattr(item, "originalname", item.name)
@@ -328,12 +303,6 @@ def gate_sentence(item: pytest.Item) -> str:
     return " ".join(args[0].split())
 
 
-def _context(state: KataState, path: Path) -> KataContext:
-    if path not in state.contexts:
-        state.contexts[path] = context_for(path, state.impl)
-    return state.contexts[path]
-
-
 def _requirements(item: pytest.Item, info: KataItemInfo) -> tuple[list[str], list[str]]:
     tiers = [info.manifest.tier]
     caps = list(info.manifest.capabilities)
@@ -351,7 +320,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     state = _state(config)
     required = {t for arg in config.option.kata_require_tier for t in arg.split(",") if t}
     for item in items:
-        info = _item_info(item, state)
+        info = _item_info(item)
         if info is None:
             continue
         item.stash[ITEM_INFO] = info
@@ -425,7 +394,7 @@ class _TaskCoverage:
         by_kata: dict[Path, tuple[Manifest, list[pytest.Item]]] = {}
         for item in items:
             try:
-                manifest = _context(self.state, item.path).manifest
+                manifest = kata_context(item.config, item.path).manifest
             except (KataLoadError, ManifestError):
                 continue
             by_kata.setdefault(manifest.dir, (manifest, []))[1].append(item)
@@ -442,7 +411,7 @@ class _TaskCoverage:
 @pytest.fixture(scope="module")  # module scope: usable from hypothesis @given tests
 def kata(request: pytest.FixtureRequest) -> KataContext:
     """The kata this test belongs to: ``kata.module("simt")``, ``kata.source("alloc.c")``."""
-    return _context(_state(request.config), request.path)
+    return kata_context(request.config, request.path)
 
 
 @pytest.fixture
@@ -454,14 +423,6 @@ def kata_metrics(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- running
-class KataTimeout(hangs.Overrun):
-    """The test ran past its wall limit (the kata's time_limit, or what its budget had left)."""
-
-    def __init__(self, seconds: float, why: str = "the kata's time_limit") -> None:
-        super().__init__(f"exceeded {hangs.seconds_text(seconds)} s wall time ({why})")
-        self.seconds, self.why = seconds, why
-
-
 def _upcoming(state: KataState, manifest: Manifest) -> list[Manifest]:
     """This kata and those this process has not started yet, in collection order."""
     return [m for m in state.kata_order if m is manifest or m.dir not in state.keeper.katas]
@@ -495,14 +456,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang)
 
 
-def _limit_of(item: pytest.Item, info: KataItemInfo | None) -> TestLimit:
-    if info is None or item.config.option.kata_no_timeout:
-        return TestLimit(0.0, "")
-    return item.stash.get(TEST_LIMIT, None) or TestLimit(
-        float(info.manifest.time_limit), "the kata's time_limit"
-    )
-
-
 @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: other plugins' wrappers set up first
 def pytest_runtest_setup(item: pytest.Item):
     """The test's wall limit covers its fixtures too: a learner module imported by a fixture
@@ -511,7 +464,7 @@ def pytest_runtest_setup(item: pytest.Item):
     if info is not None and info.fail_reason:
         pytest.fail(info.fail_reason, pytrace=False)
     if info is not None:
-        _start_alarm(item, _limit_of(item, info))
+        _start_alarm(item, wall_limit(item))
     return (yield)
 
 
@@ -612,55 +565,47 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     info = item.stash.get(ITEM_INFO, None)
     if info is None:
         return report
-    props: dict[str, Any] = {"kata": info.manifest.id, "task": info.task.id if info.task else None}
-    props["hidden"] = info.hidden
-    if info.gate:
-        props["gate"] = info.gate
-    if item.stash.get(METRICS, None):
-        props["metrics"] = item.stash[METRICS]
+    rec = KataReportInfo(info.manifest.id, info.task.id if info.task else None, info.hidden)
+    rec.gate = info.gate
+    rec.metrics = item.stash.get(METRICS, None) or {}
     new_hangs = hangs.take_new()
     if new_hangs:  # the parent process learns of them: later children fail fast too
-        props["hang"] = new_hangs[0].to_json()
-        props["more_hangs"] = [h.to_json() for h in new_hangs[1:]]
+        rec.hang, rec.more_hangs = new_hangs[0], new_hangs[1:]
     if report.skipped and info.skip_reason:
-        props["tier_skip"] = True
-        props["skip_reason"] = info.skip_reason
-        props["missing"] = info.missing
+        rec.tier_skip, rec.skip_reason, rec.missing = True, info.skip_reason, info.missing
     elif report.failed and info.fail_fast and report.when == "setup":
         # An earlier test's cause, said once per test: no traceback, no hint (it is not this
         # test's problem); the first such test also names it as the kata's error.
-        props["message"] = info.fail_reason
-        props["outcome"] = FAILED
-        props["kata_error"] = info.fail_reason
-        props["fail_fast"] = True
+        rec.message = rec.kata_error = info.fail_reason
+        rec.outcome, rec.fail_fast = FAILED, True
         report.longrepr = info.fail_reason
     elif report.failed and call.excinfo is not None:
         if _is_todo(call.excinfo):
             where = _todo_where(call.excinfo, info)
             msg = str(call.excinfo.value) or "not implemented yet"
-            props["outcome"] = NOT_STARTED
-            props["message"] = f"not started: {msg} ({where})"
+            rec.outcome = NOT_STARTED
+            rec.message = f"not started: {msg} ({where})"
             # Reported to pytest as a skip, not a failure: `-x` stops at and `--lf` reruns
             # real failures only. The exit status still says "not solved" (ResultCollector).
             report.outcome = "skipped"
-            report.longrepr = (item.location[0], (item.location[1] or 0) + 1, props["message"])
+            report.longrepr = (item.location[0], (item.location[1] or 0) + 1, rec.message)
         else:
-            props["message"] = _message(call.excinfo, info.hidden)
+            rec.message = _message(call.excinfo, info.hidden)
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
-                props["load_error"] = call.excinfo.value.key  # shown once per kata
+                rec.load_error = call.excinfo.value.key  # shown once per kata
             if info.hidden:
-                report.longrepr = f"hidden test failed: {props['message']}"
+                report.longrepr = f"hidden test failed: {rec.message}"
             elif call.excinfo.errisinstance((KataLoadError, hangs.KnownHang)):
                 report.longrepr = str(call.excinfo.value)
             else:
-                props["line"], props["source"] = _failing_source(call.excinfo, item)
+                rec.line, rec.source = _failing_source(call.excinfo, item)
             if info.task is not None and info.gate:
                 report.sections.append(
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
                 )
             if info.task is not None and info.task.hints and not _load_problem(call.excinfo):
                 report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
-    report.user_properties.append((PROPS_KEY, props))
+    rec.attach(report)
     return report
 
 
@@ -675,22 +620,15 @@ def _load_problem(excinfo: pytest.ExceptionInfo[BaseException]) -> bool:
     return excinfo.errisinstance((KataLoadError, hangs.KnownHang))
 
 
-def _props(report: pytest.TestReport) -> dict[str, Any] | None:
-    for name, value in getattr(report, "user_properties", ()):
-        if name == PROPS_KEY:
-            return value
-    return None
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """In the process that dispatched the test: code that hung there is known hung here too, so
     a sandbox child forked later fails fast on it; and its test is charged with the hang."""
-    props = _props(report)
-    if props and props.get("hang"):
-        hang = hangs.Hang.from_json(props["hang"])
+    rec = KataReportInfo.of(report)
+    if rec is not None and rec.hang is not None:
+        hang = rec.hang
         hangs.record(hang)
-        for more in props.get("more_hangs", []):
-            hangs.record(hangs.Hang.from_json(more))
+        for more in rec.more_hangs:
+            hangs.record(more)
         hangs.take_new()  # known here already: not news for this process's next report
         _HANGS_BY_NODEID[report.nodeid] = hang
 
@@ -699,16 +637,16 @@ _HANGS_BY_NODEID: dict[str, hangs.Hang] = {}
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):
-    props = _props(report)
-    if props and props.get("outcome") == NOT_STARTED and report.skipped:
+    rec = KataReportInfo.of(report)
+    if rec is not None and rec.outcome == NOT_STARTED and report.skipped:
         return "not started", "N", ("NOT STARTED", {"yellow": True})
     return None
 
 
 # --------------------------------------------------------------------------- results (controller)
-def _outcome(report: pytest.TestReport, props: dict[str, Any] | None) -> str:
-    if props and props.get("outcome"):
-        return props["outcome"]
+def _outcome(report: pytest.TestReport, rec: KataReportInfo | None) -> str:
+    if rec is not None and rec.outcome:
+        return rec.outcome
     if report.passed:
         return PASSED
     if report.skipped:
@@ -794,65 +732,67 @@ class ResultCollector:
             name = ids[0].rsplit("::", 1)[-1]
             self.builder.add_collect_error(ids[0], f"{len(ids)} test(s) never ran, from {name}")
 
-    def _once(self, report: pytest.TestReport, props: dict[str, Any]) -> None:
+    def _once(self, report: pytest.TestReport, rec: KataReportInfo) -> None:
         """Say a kata-wide problem once: the kata's error for a cut-short kata (an import that
         hung, a spent budget), the full text of a syntax error at its first test only."""
-        kata = str(props.get("kata", ""))
+        kata = rec.kata
         name = report.nodeid.rsplit("::", 1)[-1]
-        hang = props.get("hang") or {}
-        if hang.get("kind") == hangs.IMPORT and (kata, "import") not in self.once:
+        hang = rec.hang
+        if hang is not None and hang.kind == hangs.IMPORT and (kata, "import") not in self.once:
             self.once[(kata, "import")] = name
             self.builder.add_collect_error(
-                report.nodeid, f"the kata stopped at this import: {hang.get('cause', '')}"
+                report.nodeid, f"the kata stopped at this import: {hang.cause}"
             )
-        if props.get("fail_fast"):
-            text = str(props.get("kata_error", ""))
+        if rec.fail_fast:
+            text = rec.kata_error
             kind = "import" if "did not finish importing" in text else "budget"
             if (kata, kind) not in self.once:
                 self.once[(kata, kind)] = name
                 self.builder.add_collect_error(report.nodeid, f"not every test ran: {text}")
-        key = props.get("load_error")
+        key = rec.load_error
         if key:
             first = self.once.setdefault((kata, f"load:{key}"), name)
             if first == name:
                 self.builder.add_note(report.nodeid, f"{key} (in full under {name})")
             else:
                 short = f"{key} (shown in full under {first})"
-                props["message"] = short
+                rec.message = short
+                rec.attach(report)
                 report.longrepr = short
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" and report.passed:
             return  # setup/teardown that passed say nothing about the test
-        props = _props(report) or {}
-        if props:
-            self._once(report, props)
-        outcome = _outcome(report, props)
-        message = props.get("message", "")
-        crashed = not props and _CRASH.search(str(report.longrepr or "")) is not None
+        rec = KataReportInfo.of(report)
+        if rec is not None:
+            self._once(report, rec)
+        outcome = _outcome(report, rec)
+        message = rec.message if rec is not None else ""
+        crashed = rec is None and _CRASH.search(str(report.longrepr or "")) is not None
         # A sandbox child that died is the test process crashing, as it would be without it.
-        crashed = crashed or props.get("sandbox") in ("crash", "exit")
+        crashed = crashed or (rec is not None and rec.sandbox in ("crash", "exit"))
         if not message and outcome in (FAILED, ERROR):
             message = _crash_message(report)
         if crashed:
             # The test errored (no points) and the kata is marked as errored, as graders expect.
             name = report.nodeid.rsplit("::", 1)[-1]
             self.builder.add_collect_error(report.nodeid, f"{name}: {message}")
-        hidden = bool(props.get("hidden")) or report.nodeid.startswith("solutions/")
+        rec = rec or KataReportInfo("", None)  # not a kata test's report: the defaults
+        hidden = rec.hidden or report.nodeid.startswith("solutions/")
         record = self.builder.new_record(
             report.nodeid,
             outcome=outcome,
             message=message,
             duration=round(report.duration, 4),
-            skip_reason=props.get("skip_reason", "") or _skip_reason(report),
-            tier_skip=bool(props.get("tier_skip")),
-            missing=props.get("missing", ""),
-            metrics=props.get("metrics", {}),
-            line=props.get("line"),
-            source=props.get("source", ""),
+            skip_reason=rec.skip_reason or _skip_reason(report),
+            tier_skip=rec.tier_skip,
+            missing=rec.missing,
+            metrics=rec.metrics,
+            line=rec.line,
+            source=rec.source,
             output="" if hidden or report.passed else _captured(report),
             hidden=hidden,
-            gate=props.get("gate", ""),
+            gate=rec.gate,
         )
         if record is not None:
             self.builder.add(record)
@@ -879,6 +819,7 @@ class ResultCollector:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.builder.errors[:0] = self.state.run_errors  # e.g. grade mode's tampering
         if not (self.builder.katas or self.builder.errors):
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
         from .reports import report_options, save_progress, write_reports

@@ -16,17 +16,15 @@ docs/budgets.md is the instructor's guide.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.api import ITEM_INFO, in_sandbox_child, results_dir
 from harness.budgets.lock import BudgetLock
 from harness.budgets.measure import CLOCKS, Verdict, compare, unit
 from harness.loader import KataContext, solution_dir
-from harness.plugin import ITEM_INFO, STATE
 
 __all__ = ["KataBudget", "Verdict", "kata_budget"]
 
@@ -72,7 +70,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if _off(config) or not any(i.stash.get(_IS_BUDGET, False) for i in session.items):
         return
-    config.stash[_LOCK] = BudgetLock(Path(config.stash[STATE].results_dir))
+    config.stash[_LOCK] = BudgetLock(results_dir(config))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -82,18 +80,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     lock = item.config.stash.get(_LOCK, None)
     if (
         lock is None
-        or _in_sandbox_child()  # the parent process holds the lock for this test already
+        or in_sandbox_child()  # the parent process holds the lock for this test already
         or item.stash.get(ITEM_INFO, None) is None
         or any(m.name == "skip" for m in item.iter_markers())  # skipped at once: nothing to guard
     ):
         return (yield)
     with lock.exclusive() if item.stash.get(_IS_BUDGET, False) else lock.shared():
         return (yield)
-
-
-def _in_sandbox_child() -> bool:
-    sandbox = sys.modules.get("harness.sandbox")
-    return bool(getattr(sandbox, "_IN_CHILD", False))
 
 
 # --------------------------------------------------------------------------- the fixture

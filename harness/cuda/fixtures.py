@@ -20,8 +20,11 @@ import harness.cuda.bindings  # noqa: F401 - imported before any test: harness.s
 import harness.cuda.cpu.backend
 import harness.cuda.cpu.trace
 import harness.cuda.gpu  # imported before any test: harness.sandbox's guard
+from harness.api import capabilities, kata_context
 from harness.cuda import sanitizer
 from harness.cuda.args import In, InOut, Out
+from harness.loader import KataLoadError
+from harness.manifest import ManifestError
 
 __all__ = ["CudaSession", "cuda", "cuda_gpu"]
 
@@ -173,13 +176,8 @@ def _choose_backend(config: pytest.Config) -> str:
     wanted = config.getoption("--kata-cuda-backend", "auto")
     if wanted != "auto":
         return wanted
-    try:
-        from harness.plugin import STATE
-
-        caps = config.stash[STATE].caps
-    except (ImportError, KeyError):
-        return "cpu"
-    return "gpu" if caps.has_tier("gpu") else "cpu"
+    caps = capabilities(config)
+    return "gpu" if caps is not None and caps.has_tier("gpu") else "cpu"
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +187,8 @@ def cuda(request: pytest.FixtureRequest) -> CudaSession:
     resolve = None
     timeout = 20.0
     try:
-        from harness.plugin import STATE, _context
-
-        ctx = _context(request.config.stash[STATE], request.path)
-    except Exception:  # not inside a kata: files resolve beside the test
+        ctx = kata_context(request.config, request.path)
+    except (KataLoadError, ManifestError):  # not inside a kata: files resolve beside the test
         ctx = None
     if ctx is not None:
         resolve = ctx.source

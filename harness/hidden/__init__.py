@@ -1,7 +1,7 @@
 """pytest plugin: hidden tests from an encrypted bundle, held in memory; grade mode.
 
 - ``--kata-hidden=auto`` (default): hidden tests from ``solutions/`` where the instructor tree
-  has them (collected by :class:`harness.plugin.KataDir`), else from ``grading/hidden.bundle``
+  has them (collected by the kata plugin's kata directories), else from ``grading/hidden.bundle``
   when the key is set (``KATA_HIDDEN_KEY`` or ``KATA_HIDDEN_KEY_FILE``). Without the key the
   summary says how many hidden tests there are and that they run at grading.
 - ``--kata-hidden=PATH``: the bundle a grader supplies at grading time (the key is required).
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from ..api import add_run_error, is_kata_dir, run_result
 from .canonical import BUNDLE, TREE, Source, SourceError, resolve
 from .integrity import BUNDLE_PATH, MANIFEST_PATH, IntegrityReport, check_tree
 from .memload import MemoryDir, MemoryLoadError, install, uninstall
@@ -72,9 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
     install(config)
     if grade:
         state.integrity = _check_integrity(root, source, state.notes)
-        controller = config.pluginmanager.get_plugin("gpu-katas-results")
-        if controller is not None and state.integrity.tampered:
-            controller.builder.errors += [f"tampering: {t}" for t in state.integrity.tampered]
+        for t in state.integrity.tampered:
+            add_run_error(config, f"tampering: {t}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -125,10 +125,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.hookimpl(wrapper=True)
 def pytest_make_collect_report(collector: pytest.Collector):
     report = yield
-    from ..plugin import KataDir
-
     state = collector.config.stash.get(HIDDEN, None)
-    if state is None or not isinstance(collector, KataDir) or report.outcome != "passed":
+    if state is None or not is_kata_dir(collector) or report.outcome != "passed":
         return report
     try:
         report.result = _kata_children(collector, state, list(report.result or []))
@@ -239,9 +237,8 @@ def locked_summary(config: pytest.Config, state: HiddenState) -> list[str]:
     src = state.source
     if not src.locked or src.header is None:
         return []
-    controller = config.pluginmanager.get_plugin("gpu-katas-results")
-    ran = {_shown(d, config.rootpath) for d in getattr(getattr(controller, "builder", None),
-                                                     "katas", {})}  # fmt: skip
+    result = run_result(config)
+    ran = {k.path for k in result.katas} if result is not None else set()
     root = config.rootpath
     counts = [(k["id"], int(k.get("hidden_tests", 0))) for k in src.header.katas
               if k.get("path") in ran and k.get("hidden_tests")

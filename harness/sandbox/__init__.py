@@ -19,12 +19,20 @@ import pytest
 from _pytest.reports import TestReport
 
 from .. import hangs
+from ..api import (
+    KataItemInfo,
+    KataReportInfo,
+    KataTimeout,
+    capabilities,
+    in_sandbox_child,
+    item_info,
+    wall_limit,
+)
 from . import messages, secrets
 from .child import Child, ChildGone, ChildSpec, Outcome
 from .limits import Limits, isolation_notes
 
 SECRET_PATHS = pytest.StashKey[list[str]]()  # files learner code must not read (harness.hidden)
-_IN_CHILD = False  # set in a sandbox child, where the report rewrites below apply
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,15 +71,13 @@ class Sandbox:
         self._kata_nodeids: dict[Any, set[str]] = {}
 
     # ----------------------------------------------------------------- which tests
-    def _info(self, item: pytest.Item) -> Any:
-        from ..plugin import ITEM_INFO
-
-        info = item.stash.get(ITEM_INFO, None)
+    def _info(self, item: pytest.Item) -> KataItemInfo | None:
+        info = item_info(item)
         if info is None or info.fail_reason or item.get_closest_marker("skip") is not None:
             return None  # not a kata test, or no learner code will run
         return info
 
-    def _limits(self, info: Any) -> Limits:
+    def _limits(self, info: KataItemInfo) -> Limits:
         m = info.manifest
         wall = 0.0 if self.config.option.kata_no_timeout else float(m.time_limit)
         return Limits(
@@ -85,10 +91,8 @@ class Sandbox:
         )
 
     def _uses_gpu(self, manifest: Any) -> bool:
-        from ..plugin import STATE
-
-        state = self.config.stash.get(STATE, None)
-        if state is None or not state.caps.has_tier("gpu"):
+        caps = capabilities(self.config)
+        if caps is None or not caps.has_tier("gpu"):
             return False
         return manifest.tier == "gpu" or any(t.tier == "gpu" for t in manifest.tasks)
 
@@ -106,7 +110,7 @@ class Sandbox:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         info = self._info(item)
-        if info is None or _IN_CHILD:
+        if info is None or in_sandbox_child():
             return None
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
@@ -116,7 +120,7 @@ class Sandbox:
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
-    def _run(self, item: pytest.Item, nextitem: pytest.Item | None, info: Any) -> Outcome:
+    def _run(self, item: pytest.Item, nextitem: pytest.Item | None, info: KataItemInfo) -> Outcome:
         kata_dir = info.manifest.dir
         next_info = self._info(nextitem) if nextitem is not None else None
         keep = (
@@ -143,16 +147,14 @@ class Sandbox:
             except ChildGone as e:
                 return Outcome(failure=f"the sandbox could not start: {e.message}", kind="crash")
             self.notes.update(child.notes)
-        from ..plugin import _limit_of
-
-        limit = _limit_of(item, info)
+        limit = wall_limit(item)
         outcome = child.run(item, nextitem if keep else None, limit.seconds, limit.why)
         if not keep or not child.alive:
             child.stop(kill=not child.alive)
             self.child = None
         return outcome
 
-    def _reports(self, item: pytest.Item, info: Any, outcome: Outcome) -> list[TestReport]:
+    def _reports(self, item: pytest.Item, info: KataItemInfo, outcome: Outcome) -> list[TestReport]:
         config = self.config
         if not outcome.failure:
             reports = []
@@ -186,21 +188,17 @@ class Sandbox:
             terminalreporter.write_line("sandbox: not isolated here: " + "; ".join(notes))
 
 
-def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestReport:
-    from ..plugin import PROPS_KEY
-
-    props: dict[str, Any] = {
-        "kata": info.manifest.id,
-        "task": info.task.id if info.task else None,
-        "hidden": info.hidden,
-        "message": outcome.failure,
-        "sandbox": outcome.kind,
-    }
-    if getattr(info, "gate", ""):
-        props["gate"] = info.gate  # a crash or hang fails a gate as surely as a wrong answer
-    if outcome.hang is not None:
-        props["hang"] = outcome.hang.to_json()
-    return TestReport(
+def _failure_report(item: pytest.Item, info: KataItemInfo, outcome: Outcome) -> TestReport:
+    rec = KataReportInfo(
+        info.manifest.id,
+        info.task.id if info.task else None,
+        info.hidden,
+        message=outcome.failure,
+        sandbox=outcome.kind,
+        gate=info.gate,  # a crash or hang fails a gate as surely as a wrong answer
+        hang=outcome.hang,
+    )
+    report = TestReport(
         item.nodeid,
         item.location,
         {k: 1 for k in item.keywords},
@@ -211,8 +209,9 @@ def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestRepor
         duration=round(outcome.wall_s, 4),
         start=0.0,
         stop=0.0,
-        user_properties=[(PROPS_KEY, props)],
     )
+    rec.attach(report)
+    return report
 
 
 # --------------------------------------------------------------------------- in the child
@@ -220,11 +219,9 @@ def _failure_report(item: pytest.Item, info: Any, outcome: Outcome) -> TestRepor
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """In a child: a MemoryError or a time-limit alarm reads the way the parent's verdicts do."""
     report: TestReport = yield
-    if not _IN_CHILD or call.excinfo is None or not report.failed:
+    if not in_sandbox_child() or call.excinfo is None or not report.failed:
         return report
-    from ..plugin import ITEM_INFO, PROPS_KEY, KataTimeout
-
-    info = item.stash.get(ITEM_INFO, None)
+    info = item_info(item)
     if info is None:
         return report
     if call.excinfo.errisinstance(MemoryError):
@@ -236,16 +233,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         text = messages.timeout(e.seconds, e.why)
     else:
         return report
-    for name, props in report.user_properties:
-        if name == PROPS_KEY:
-            props["message"] = text
+    rec = KataReportInfo.of(report)
+    if rec is not None:
+        rec.message = text
+        rec.attach(report)
     report.longrepr = text
     return report
 
 
-def mark_child() -> None:
-    global _IN_CHILD
-    _IN_CHILD = True
-
-
-__all__ = ["SECRET_PATHS", "Sandbox", "mark_child"]
+__all__ = ["SECRET_PATHS", "Sandbox"]

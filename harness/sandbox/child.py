@@ -114,9 +114,10 @@ def _cap_sections(data: dict[str, Any]) -> None:
 def child_main(session: pytest.Session, fds: dict[str, int], spec: ChildSpec) -> None:
     """Runs in the forked child; never returns."""
     try:
-        from . import fence, mark_child
+        from ..api import mark_sandbox_child
+        from . import fence
 
-        mark_child()
+        mark_sandbox_child()
         fence.install()  # before the guard's snapshot: undoing the fence is then tampering
         guarded = secrets.has_secrets(spec.secrets)  # a key or masked files: before the scrub
         secrets.forget(session.config, spec.kata_dir)
@@ -151,7 +152,7 @@ def _serve(session: pytest.Session, fds: dict[str, int], spec: ChildSpec, notes:
         item = items[msg["nodeid"]]
         nextitem = items.get(msg["next"]) if msg.get("next") else None
         if msg.get("limit") is not None:  # the parent's choice: the kata's budget may cut it
-            from ..plugin import TEST_LIMIT
+            from ..api import TEST_LIMIT
             from ..timekeeper import TestLimit
 
             item.stash[TEST_LIMIT] = TestLimit(float(msg["limit"]), str(msg.get("why", "")))

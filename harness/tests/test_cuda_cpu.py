@@ -28,7 +28,7 @@ KERNELS = Path(__file__).parent / "cuda_kernels"
 
 
 def _gpu_skip_reason(config: pytest.Config) -> str | None:
-    from harness.plugin import STATE
+    from harness.api import STATE
 
     caps = config.stash[STATE].caps
     return None if caps.has_tier("gpu") else f"needs the gpu tier: {caps.why_not('gpu')}"

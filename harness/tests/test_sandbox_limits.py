@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.plugin import STATE
+from harness.api import STATE
 from harness.sandbox import Sandbox
 from harness.tiers import Capabilities
 
