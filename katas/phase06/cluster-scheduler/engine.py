@@ -47,7 +47,9 @@ class Job(NamedTuple):
     submit: float
     pods: int
     gpus_per_pod: int
-    estimate: float  # remaining wall-time estimate at base speed (grows by checkpoint_s if preempted)
+    estimate: (
+        float  # remaining wall-time estimate at base speed (grows by checkpoint_s if preempted)
+    )
     priority: int  # higher runs first
 
     @property
@@ -158,7 +160,9 @@ class Engine:
         topo = self.topology
         for j in jobs:
             if j.gpus_per_pod > topo.gpus_per_node or j.gpus > topo.gpus or j.pods < 1:
-                raise ValueError(f"job {j.id}: {j.pods} x {j.gpus_per_pod} GPUs never fits {topo.name}")
+                raise ValueError(
+                    f"job {j.id}: {j.pods} x {j.gpus_per_pod} GPUs never fits {topo.name}"
+                )
             if not 0 < durations[j.id] <= j.estimate:
                 raise ValueError(f"job {j.id}: duration must be in (0, estimate]")
         free = [set(topo.node_gpus(n)) for n in range(topo.nodes)]
@@ -296,5 +300,7 @@ def _flat(pods: Sequence[Sequence[int]]) -> tuple[int, ...]:
 def jobs_of(rows: Sequence[Sequence[Any]]) -> tuple[list[Job], dict[int, float]]:
     """Trace rows [id, submit, pods, gpus_per_pod, duration, estimate, priority] as the jobs a
     scheduler sees and the durations only the engine knows."""
-    jobs = [Job(int(i), float(s), int(p), int(g), float(e), int(pr)) for i, s, p, g, _, e, pr in rows]
+    jobs = [
+        Job(int(i), float(s), int(p), int(g), float(e), int(pr)) for i, s, p, g, _, e, pr in rows
+    ]
     return jobs, {int(r[0]): float(r[4]) for r in rows}

@@ -74,6 +74,7 @@ def _time_weighted(result: Result, values: Sequence[float]) -> float:
 
 
 def utilisation(result: Result) -> float:
+    """Time-weighted GPUs running jobs over all the cluster's GPUs, 0..1 (see above)."""
     return _time_weighted(result, [p.running for p in result.points]) / result.topology.gpus
 
 

@@ -45,7 +45,9 @@ def best_fit(
     left = [set(f) for f in free]
     out: Pods = []
     for _ in range(pods):
-        n = min((n for n, f in enumerate(left) if len(f) >= gpus_per_pod), key=lambda n: len(left[n]))
+        n = min(
+            (n for n, f in enumerate(left) if len(f) >= gpus_per_pod), key=lambda n: len(left[n])
+        )
         out.append(_take(left[n], sorted(left[n])[:gpus_per_pod]))
     return out
 

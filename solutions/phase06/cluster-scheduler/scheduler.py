@@ -9,6 +9,7 @@ the GPUs free at that moment of your plan (copy view.free and take GPUs out as y
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from .engine import Job, Plan, View
@@ -38,7 +39,10 @@ class GangScheduler:
     cheaper than paying its checkpoint), lowest priority first, then latest start, then
     higher id. Add victims one at a time to a copy of the free GPUs until the job fits; if it
     never fits, preempt nobody. If it fits, spare every victim none of whose GPUs the
-    placement uses, preempt the others (plan.preempt), bind the job, and go on in order.
+    placement uses, preempt the others (plan.preempt), bind the job, and go on in order. The
+    victims rejoin the queue at once, in queue order, with the estimate the engine will give
+    them (remaining estimate - (now - start) / slowdown + checkpoint_s): they may start again
+    in this same plan, elsewhere.
 
     ValueError for an unknown placement name.
     """
@@ -57,15 +61,18 @@ class GangScheduler:
         # (expected end, job id, gpus) of everything that holds GPUs after this plan
         ends = [(r.expected_end, r.job.id, [g for p in r.pods for g in p]) for r in view.running]
         preempted: set[int] = set()
-        queue = view.queue
+        queue = list(view.queue)
         i = 0
         while i < len(queue):
             job = queue[i]
             pods = self.place(topo, free, job.pods, job.gpus_per_pod)
             if pods is None and self.preemption:
-                pods = self._make_room(view, job, free, preempted, plan)
-                if pods is not None:
+                victims = self._make_room(view, job, free, preempted, plan)
+                if victims is not None:
+                    pods, back = victims
                     ends = [e for e in ends if e[1] not in preempted]
+                    for v in back:  # lower priority than `job`: they queue behind it
+                        bisect.insort(queue, v, lo=i + 1, key=lambda j: j.order)
             if pods is None:
                 break
             ends.append(self._bind(plan, free, job, pods, now, topo.slowdown(pods)))
@@ -110,7 +117,7 @@ class GangScheduler:
 
     def _make_room(
         self, view: View, job: Job, free: list[set[int]], preempted: set[int], plan: Plan
-    ) -> Pods | None:
+    ) -> tuple[Pods, list[Job]] | None:
         topo, now = view.topology, view.now
         victims = sorted(
             (
@@ -132,6 +139,7 @@ class GangScheduler:
             if pods is None:
                 continue
             used = {g for p in pods for g in p}
+            back = []
             for v in chosen:
                 vg = {g for p in v.pods for g in p}
                 if vg & used:
@@ -139,5 +147,7 @@ class GangScheduler:
                     preempted.add(v.job.id)
                     for g in vg:
                         free[topo.node_of(g)].add(g)
-            return pods
+                    left = v.job.estimate - (now - v.start) / v.slowdown + view.checkpoint_s
+                    back.append(v.job._replace(estimate=left))
+            return pods, back
         return None
