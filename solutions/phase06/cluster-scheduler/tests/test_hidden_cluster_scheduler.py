@@ -264,10 +264,10 @@ def test_backfill_skips_and_goes_on(scheduler: Any, simulate: Any, toy: Any) -> 
         [1, 1.0, 2, 4, 100, 100, 0],  # head: shadow 200, reserves nodes 0 and 1
         [2, 2.0, 1, 4, 500, 500, 0],  # node 3 is not reserved: backfills
         [3, 3.0, 1, 4, 50, 50, 0],  # nothing free: waits
-        [4, 4.0, 1, 1, 10, 10, 0],  # nothing free either, until job 1 ends (t=300)
+        [4, 4.0, 1, 1, 10, 10, 0],  # nothing free either, until job 3 ends (t=250)
     ]
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", backfill=True), rows, toy)
-    assert starts(rep) == {0: 0.0, 1: 200.0, 2: 2.0, 3: 200.0, 4: 300.0}
+    assert starts(rep) == {0: 0.0, 1: 200.0, 2: 2.0, 3: 200.0, 4: 250.0}
 
 
 @pytest.mark.kata_gate("backfill delays the head job's reservation (no shadow time honoured)")
