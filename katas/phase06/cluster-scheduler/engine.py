@@ -214,7 +214,7 @@ class Engine:
                 {k: tuple(v) for k, v in bound.items()},
             )  # fmt: skip
             plan = scheduler.schedule(view)
-            if not isinstance(plan, Plan):
+            if not (hasattr(plan, "preempts") and hasattr(plan, "binds")):  # any copy's Plan
                 raise ScheduleError(f"schedule() must return a Plan, got {type(plan).__name__}")
             for jid in plan.preempts:
                 if jid in running:

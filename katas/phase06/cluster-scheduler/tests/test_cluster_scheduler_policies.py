@@ -176,12 +176,13 @@ def test_speed_events_per_second(scheduler: Any, kata: Any, kata_budget: Any) ->
     gen, wl = kata.module("gen_traces"), kata.module("workload")
     trace = gen.generate("priority", 1001)
     jobs, durations = wl.jobs_of(trace)
-    ref = kata_budget.reference.module("scheduler")
+    ref = kata_budget.reference
+    ref_sched, ref_wl = ref.module("scheduler"), ref.module("workload")
+    ref_jobs, _ = ref_wl.jobs_of(trace)
     make = lambda m: m.GangScheduler("topology_aware", backfill=True, preemption=True)  # noqa: E731
-    run = lambda m: wl.engine_for(trace).run(make(m), jobs, durations)  # noqa: E731
-    verdict = kata_budget.compare(
-        lambda: run(scheduler), lambda: run(ref), name="simulate", ratio=3.0, rounds=7
-    )
-    events = run(ref).events
+    mine = lambda: wl.engine_for(trace).run(make(scheduler), jobs, durations)  # noqa: E731
+    theirs = lambda: ref_wl.engine_for(trace).run(make(ref_sched), ref_jobs, durations)  # noqa: E731
+    verdict = kata_budget.compare(mine, theirs, name="simulate", ratio=3.0, rounds=7)
+    events = theirs().events
     kata_budget.metrics["your events/s"] = round(events / (verdict.learner_cost / 1e9))
     kata_budget.metrics["reference events/s"] = round(events / (verdict.reference_cost / 1e9))

@@ -87,6 +87,12 @@ def run_trace(workload: Any, checker: Any, trace: dict[str, Any], sched: Any) ->
     return checker.check(workload.engine_for(trace).run(sched, jobs, durations), trace["jobs"])
 
 
+def run_reference(kata_budget: Any, checker: Any, trace: dict[str, Any], make: Any) -> Any:
+    """The reference's scheduler `make(module)` on its own engine."""
+    ref = kata_budget.reference
+    return run_trace(ref.module("workload"), checker, trace, make(ref.module("scheduler")))
+
+
 # --------------------------------------------------------------------------- placement
 @st.composite
 def states(draw: Any) -> tuple[Any, list[set[int]], int, int]:
@@ -192,9 +198,17 @@ def test_placement_topology_aware_cases(placement: Any, cluster: Any, toy: Any) 
 # --------------------------------------------------------------------------- gang
 @pytest.mark.kata_gate("a job's pods are bound in parts: partial gangs hold GPUs idle")
 @pytest.mark.parametrize(
-    "kind,seed,place", [("dgx", 41, "first_fit"), ("quads", 42, "topology_aware")]
+    "kind,seed,place",
+    [("dgx", 41, "first_fit"), ("quads", 42, "best_fit"), ("quads", 42, "topology_aware")],
 )
-def test_gang_other_traces(
+def test_gang_other_traces_checked(
+    scheduler: Any, workload: Any, gen: Any, checker: Any, kind: str, seed: int, place: str
+) -> None:
+    run_trace(workload, checker, gen.generate(kind, seed, size=0.5), scheduler.GangScheduler(place))
+
+
+@pytest.mark.parametrize("kind,seed,place", [("dgx", 41, "first_fit"), ("quads", 42, "best_fit")])
+def test_gang_other_traces_as_the_reference(
     scheduler: Any,
     workload: Any,
     gen: Any,
@@ -206,9 +220,8 @@ def test_gang_other_traces(
 ) -> None:
     trace = gen.generate(kind, seed, size=0.5)
     rep = run_trace(workload, checker, trace, scheduler.GangScheduler(place))
-    if kata_budget.reference_available:
-        ref = kata_budget.reference.module("scheduler")
-        assert starts(rep) == starts(run_trace(workload, checker, trace, ref.GangScheduler(place)))
+    want = run_reference(kata_budget, checker, trace, lambda m: m.GangScheduler(place))
+    assert starts(rep) == starts(want)
 
 
 @pytest.mark.kata_gate("a job's pods are bound in parts: partial gangs hold GPUs idle")
@@ -239,7 +252,17 @@ def test_gang_empty_and_single(scheduler: Any, simulate: Any, toy: Any) -> None:
         ("priority", 43, "best_fit"),
     ],
 )
-def test_backfill_other_traces(
+def test_backfill_other_traces_checked(
+    scheduler: Any, workload: Any, gen: Any, checker: Any, kind: str, seed: int, place: str
+) -> None:
+    trace = gen.generate(kind, seed, size=0.5)
+    run_trace(workload, checker, trace, scheduler.GangScheduler(place, backfill=True))
+
+
+@pytest.mark.parametrize(
+    "kind,seed,place", [("dgx", 41, "best_fit"), ("priority", 43, "first_fit")]
+)
+def test_backfill_other_traces_as_the_reference(
     scheduler: Any,
     workload: Any,
     gen: Any,
@@ -251,10 +274,10 @@ def test_backfill_other_traces(
 ) -> None:
     trace = gen.generate(kind, seed, size=0.5)
     rep = run_trace(workload, checker, trace, scheduler.GangScheduler(place, backfill=True))
-    if kata_budget.reference_available:
-        ref = kata_budget.reference.module("scheduler")
-        want = run_trace(workload, checker, trace, ref.GangScheduler(place, backfill=True))
-        assert starts(rep) == starts(want)
+    want = run_reference(
+        kata_budget, checker, trace, lambda m: m.GangScheduler(place, backfill=True)
+    )
+    assert starts(rep) == starts(want)
 
 
 @pytest.mark.kata_gate("backfill delays the head job's reservation (no shadow time honoured)")
@@ -336,12 +359,11 @@ def test_preemption_other_traces(
     scheduler: Any, workload: Any, gen: Any, checker: Any, kata_budget: Any, seed: int
 ) -> None:
     trace = gen.generate("priority", seed, size=0.5)
-    make = lambda m: m.GangScheduler("topology_aware", backfill=True, preemption=True)  # noqa: E731
+    make = lambda m: m.GangScheduler("best_fit", backfill=True, preemption=True)  # noqa: E731
     rep = run_trace(workload, checker, trace, make(scheduler))
-    if kata_budget.reference_available:
-        want = run_trace(workload, checker, trace, make(kata_budget.reference.module("scheduler")))
-        assert starts(rep) == starts(want)
-        assert rep.preemptions == want.preemptions
+    want = run_reference(kata_budget, checker, trace, make)
+    assert starts(rep) == starts(want)
+    assert rep.preemptions == want.preemptions
 
 
 # --------------------------------------------------------------------------- metrics
