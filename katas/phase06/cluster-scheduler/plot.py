@@ -62,8 +62,9 @@ def timeline_svg(
         out.append(f'<text x="{PAD_L + W / 2}" y="{y0 - 6}" text-anchor="middle">{label}</text>')
         for i in range(5):
             v = y_hi * i / 4
+            label = f"{100 * v:.1f}" if y_hi < 0.2 else f"{100 * v:.0f}"
             out.append(
-                f'<text x="{PAD_L - 4}" y="{sy(v) + 4:.1f}" text-anchor="end">{100 * v:.0f}</text>'
+                f'<text x="{PAD_L - 4}" y="{sy(v) + 4:.1f}" text-anchor="end">{label}</text>'
             )
         for i in range(6):
             t = t_hi * i / 5
