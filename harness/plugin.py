@@ -82,6 +82,12 @@ def _state(config: pytest.Config) -> KataState:
 
 
 # --------------------------------------------------------------------------- options and setup
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-katas")
     g.addoption(

@@ -35,6 +35,7 @@ class HiddenState:
     integrity: IntegrityReport | None = None
     notes: list[str] = field(default_factory=list)
     skipped_katas: list[str] = field(default_factory=list)  # grade mode: not in the bundle
+    secret_paths: list[str] = field(default_factory=list)  # what learner code must not read
 
 
 HIDDEN = pytest.StashKey[HiddenState]()
@@ -59,7 +60,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         early_config.known_args_namespace.noconftest = True
 
 
-@pytest.hookimpl(trylast=True)  # after harness.sandbox has set up its SECRET_PATHS list
+@pytest.hookimpl(trylast=True)  # after the kata plugin's, whose run errors it adds to
 def pytest_configure(config: pytest.Config) -> None:
     root = config.rootpath
     grade = bool(config.option.kata_grade)
@@ -67,9 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
         source = resolve(root, config.option.kata_hidden, grade, config.invocation_params.dir)
     except SourceError as e:
         raise pytest.UsageError(str(e)) from None
-    state = HiddenState(source, grade)
+    state = HiddenState(source, grade, secret_paths=source.secret_paths(grade))
     config.stash[HIDDEN] = state
-    _register_secrets(config, source.secret_paths(grade))
     install(config)
     if grade:
         state.integrity = _check_integrity(root, source, state.notes)
@@ -82,12 +82,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         uninstall()
 
 
-def _register_secrets(config: pytest.Config, paths: list[str]) -> None:
-    try:
-        from ..sandbox import SECRET_PATHS
-    except ImportError:  # no sandbox in this installation: nothing to mask
-        return
-    config.stash.setdefault(SECRET_PATHS, []).extend(paths)
+# --------------------------------------------------------------------------- secrets (harness.hookspec)
+def pytest_kata_secret_paths(config: pytest.Config) -> list[str]:
+    state = config.stash.get(HIDDEN, None)
+    return list(state.secret_paths) if state is not None else []
+
+
+def pytest_kata_forget_secrets(config: pytest.Config, kata_dir: Path) -> None:
+    state = config.stash.get(HIDDEN, None)
+    if state is not None:
+        from .forget import forget
+
+        forget(state.source, kata_dir, Path(config.rootpath))
 
 
 def _check_integrity(root: Path, source: Source, notes: list[str]) -> IntegrityReport:

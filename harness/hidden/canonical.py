@@ -31,9 +31,13 @@ class Source:
     katas: dict[str, KataTests] = field(default_factory=dict)  # bundle: by kata path
     locked: bool = False  # a bundle is there, but no key: hidden tests run at grading
 
+    def rel(self, kata_dir: Path) -> str:
+        """The kata's key in :attr:`katas`: its directory relative to the root, POSIX."""
+        return _rel(kata_dir, self.root)
+
     def tests_for(self, kata_dir: Path) -> KataTests | None:
         """The canonical tests of the kata at `kata_dir`, or None when the source has none."""
-        rel = _rel(kata_dir, self.root)
+        rel = self.rel(kata_dir)
         if self.kind == BUNDLE:
             return self.katas.get(rel)
         if self.kind == TREE:

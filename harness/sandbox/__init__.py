@@ -32,8 +32,6 @@ from . import messages, secrets
 from .child import Child, ChildGone, ChildSpec, Outcome
 from .limits import Limits, isolation_notes
 
-SECRET_PATHS = pytest.StashKey[list[str]]()  # files learner code must not read (harness.hidden)
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("gpu-katas")
@@ -52,7 +50,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[SECRET_PATHS] = []
     if config.option.kata_no_sandbox or not hasattr(os, "fork"):
         return
     if secrets.has_secrets([]):  # every harness process holds the key: xdist's controller too
@@ -134,12 +131,13 @@ class Sandbox:
             child = self.child = None
         if child is None:
             hangs.clear_slot()
-            if self.config.stash.get(SECRET_PATHS, []):  # a key file or bundle to mask
+            secret_paths = self._secret_paths()
+            if secret_paths:  # a key file or bundle to mask
                 secrets.hide_process()
             spec = ChildSpec(
                 kata_dir=kata_dir,
                 limits=self._limits(info),
-                secrets=list(self.config.stash.get(SECRET_PATHS, [])),
+                secrets=secret_paths,
                 nodeids=self._nodeids(item.session, kata_dir),
             )
             try:
@@ -153,6 +151,11 @@ class Sandbox:
             child.stop(kill=not child.alive)
             self.child = None
         return outcome
+
+    def _secret_paths(self) -> list[str]:
+        """Files the child masks: what the plugins holding secrets say (harness.hookspec)."""
+        answers = self.config.hook.pytest_kata_secret_paths(config=self.config)
+        return [path for paths in answers for path in paths]
 
     def _reports(self, item: pytest.Item, info: KataItemInfo, outcome: Outcome) -> list[TestReport]:
         config = self.config
@@ -241,4 +244,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     return report
 
 
-__all__ = ["SECRET_PATHS", "Sandbox"]
+__all__ = ["Sandbox"]

@@ -44,7 +44,8 @@ class Limits:
 
 
 @cache
-def _libc() -> ctypes.CDLL:
+def load_libc() -> ctypes.CDLL:
+    """The C library, for the prctl/capset/mount calls Python does not wrap."""
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
@@ -221,7 +222,7 @@ def _bring_up_loopback() -> None:
 
 def _isolate_network_and_mounts(secrets: list[str]) -> list[str]:
     """New network (and mount) namespace; masks secret files with /dev/null. Returns notes."""
-    libc = _libc()
+    libc = load_libc()
     notes = []
     if libc.unshare(CLONE_NEWNET | CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
@@ -273,7 +274,7 @@ def enter_child(limits: Limits, secrets: list[str], root_user: bool) -> list[str
     """Apply the limits to this (freshly forked) process. Returns notes on what was not done."""
     notes: list[str] = []
     os.setpgid(0, 0)
-    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the harness
+    load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the harness
     _set(resource.RLIMIT_CORE, 0, 0)  # no core files in the learner's repository
     _set(resource.RLIMIT_FSIZE, OUTPUT_LIMIT)
     if limits.address_space:

@@ -5,9 +5,10 @@ holds: the key (``KATA_HIDDEN_KEY`` in ``os.environ`` and in the process's origi
 block, which ``/proc/self/environ`` shows even after ``unsetenv``), the :class:`Key` object,
 and the decrypted tests of every kata. Besides masking files (:mod:`.limits`), the sandbox:
 
-- child side (:func:`forget`, before any learner code): overwrites the key's text and bytes in
-  place and drops every reference to them; blanks the hidden test sources of other katas and
-  those of this kata that are already compiled (its test modules were imported at collection);
+- child side (:func:`forget`, before any learner code): wipes the key variables from the
+  environment, and has the hidden plugin (:mod:`harness.hidden.forget`, through a hook of
+  :mod:`harness.hookspec`) overwrite the key's text and bytes in place and blank the hidden test
+  sources of other katas and those of this kata that are already compiled;
 - child side, as root (:func:`drop_capabilities`): gives up ``CAP_SYS_PTRACE`` (reading another
   root process's ``/proc/PID/environ`` or ``mem``), ``CAP_SYS_ADMIN`` (unmounting the masks),
   ``CAP_DAC_READ_SEARCH`` (``open_by_handle_at`` around them), ``CAP_SYS_RAWIO`` and
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .limits import SECRET_ENV, _libc
+from .limits import SECRET_ENV, load_libc
 
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
@@ -54,7 +55,7 @@ def hide_process() -> bool:
     CAP_SYS_PTRACE (a side effect: no core dumps, no same-user debugger attach)."""
     if sys.platform != "linux":
         return False
-    return _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    return load_libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def hide_environment() -> None:
@@ -140,15 +141,6 @@ def _wipe_environ_block(names: tuple[str, ...]) -> bool:
     return True
 
 
-def _forms(secret: bytes) -> list[bytes]:
-    """The ways the key is written: raw, hex (either case), base64 (standard, URL-safe)."""
-    import base64
-
-    forms = [secret, secret.hex().encode(), secret.hex().upper().encode()]
-    forms += [base64.b64encode(secret), base64.urlsafe_b64encode(secret)]
-    return forms
-
-
 SCAN_LIMIT = 2 << 30  # bytes of private writable memory scanned at most
 
 
@@ -198,69 +190,23 @@ def scrub_memory(needles: list[bytes]) -> int:
     return hits
 
 
-def _hidden_state(config: Any) -> Any:
-    try:
-        from ..hidden import HIDDEN
-    except ImportError:
-        return None
-    return config.stash.get(HIDDEN, None)
-
-
 def forget(config: Any, kata_dir: Path) -> None:
-    """In a fresh child: wipe the key and the hidden tests this child will not need."""
+    """In a fresh child: wipe the key variables, then have the plugins that hold secrets drop
+    those this child will not need (:func:`harness.hookspec.pytest_kata_forget_secrets`)."""
     # A not-dumpable parent's children inherit it, and a non-root process may not then open its
-    # own /proc/self/mem for the scrub below; once it is done nothing secret is left here.
+    # own /proc/self/mem for the scrub the hook's implementations do; once they are done
+    # nothing secret is left here.
     if sys.platform == "linux":
-        _libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        load_libc().prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     wipe_environment()
-    state = _hidden_state(config)
-    source = getattr(state, "source", None)
-    key = getattr(source, "key", None)
-    if key is not None:
-        scrub_memory(_forms(key.secret))  # copies left by parsing, decoding, the cipher
-        wipe_bytes(key.secret)
-        source.key = None
-    if source is None:
-        return
-    this = _rel(kata_dir, config.rootpath)
-    for rel, tests in list(getattr(source, "katas", {}).items()):
-        if rel != this:
-            for text in tests.hidden.values():
-                wipe_str(text)
-            tests.hidden.clear()
-    _blank_hidden_sources(kata_dir, Path(config.rootpath))
-
-
-def _blank_hidden_sources(kata_dir: Path, root: Path) -> None:
-    """Hidden test modules already imported need no source any more, nor do other katas';
-    a module of this kata not imported yet (a sibling a test imports late) keeps its own."""
-    try:
-        from ..hidden.memload import IMPORTER
-    except ImportError:
-        return
-    rel = Path(_rel(kata_dir, root))
-    mine = (root / rel, root / "solutions" / Path(*rel.parts[1:])) if rel.parts else ()
-    for name, src in list(IMPORTER.sources.items()):
-        if src.show_source or not src.text:
-            continue  # public tests: tracebacks quote them; nothing secret
-        ours = any(d == src.path or d in src.path.parents for d in mine)
-        if name in sys.modules or not ours:
-            wipe_str(src.text)
-            src.text = ""
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path(root).resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
+    config.hook.pytest_kata_forget_secrets(config=config, kata_dir=kata_dir)
 
 
 def drop_capabilities(caps: tuple[int, ...] = DROPPED_CAPS) -> list[str]:
     """Give up `caps` (bounding, effective, permitted, inheritable). Returns notes on failure."""
     if sys.platform != "linux":
         return []
-    libc = _libc()
+    libc = load_libc()
     for cap in caps:
         libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: capset still runs
     header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
