@@ -48,6 +48,11 @@ INSTALL: dict[str, Install] = {
         apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"
     ),
     "cgroups": Install(advice="run the grader as root with a writable cgroup file system"),
+    "kbuild": Install(
+        apt=("make",),
+        advice="install make and the running kernel's headers "
+        "(apt-get install make linux-headers-$(uname -r))",
+    ),
     "netns": Install(apt=("iproute2",), advice="run the grader as root with iproute2 (`ip netns`)"),
     "cluster-sim": Install(
         apt=("iproute2", "util-linux"),
@@ -62,7 +67,9 @@ INSTALL: dict[str, Install] = {
 
 # Tiers and capabilities no package provides (hardware, privileges): never installed by the
 # entry points; a grader without them declares them optional or runs where they exist.
-NOT_INSTALLABLE = frozenset({"gpu", "cgroups", "cluster-sim", "namespaces", "netns"})
+NOT_INSTALLABLE = frozenset(
+    {"gpu", "cgroups", "cluster-sim", "namespaces", "netns", "kbuild"}
+)  # kbuild: the headers package is named after the running kernel
 
 
 def install_for(name: str) -> Install:

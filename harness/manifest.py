@@ -18,7 +18,7 @@ MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
     "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
-    "namespaces", "cgroups", "netns", "chromium",
+    "namespaces", "cgroups", "netns", "chromium", "kbuild",
 )  # fmt: skip
 LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
 _ID = re.compile(r"^[a-z][a-z0-9_-]*$")

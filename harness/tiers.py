@@ -124,7 +124,21 @@ def _probe_os() -> dict[str, str | None]:
         if root and shutil.which("ip")
         else "network namespaces need root and iproute2 (`ip netns`)"
     )
+    found["kbuild"] = _probe_kbuild()
     return found
+
+
+def _probe_kbuild() -> str | None:
+    """None when external kernel modules can be built here (the running kernel's build tree)."""
+    build = Path("/lib/modules") / os.uname().release / "build"
+    if not (build / "Makefile").exists():
+        return (
+            f"no kernel headers for the running kernel ({build} is missing): "
+            "apt-get install linux-headers-$(uname -r)"
+        )
+    if shutil.which("make") is None:
+        return "make was not found: apt-get install make"
+    return None
 
 
 def probe() -> Capabilities:

@@ -7,9 +7,10 @@
  *   ioctl(fd, KGPU_IOC_SET_PARAM, &p)      per-context parameters (priority)
  *   ring = mmap(.., KGPU_RING_BYTES, .., fd, KGPU_MMAP_RING)   the command ring (pushbuffer)
  *   vram = mmap(.., KGPU_VRAM_BYTES, .., fd, KGPU_MMAP_VRAM)   the context's memory
- *   ring[put] = cmd; put = (put + 1) % KGPU_RING_ENTRIES    write commands after the last put
- *   ioctl(fd, KGPU_IOC_SUBMIT, &s)         the doorbell: commands up to s.put go to the GPU,
- *                                          s.fence comes back (1, 2, 3 ... per context)
+ *   ring[i] = cmd ...                      write commands after the ones submitted so far
+ *                                          (index 0 first, wrapping at KGPU_RING_ENTRIES)
+ *   ioctl(fd, KGPU_IOC_SUBMIT, &s)         the doorbell: the next s.count commands go to the
+ *                                          GPU; s.fence comes back (1, 2, 3 ... per context)
  *   ioctl(fd, KGPU_IOC_WAIT, &w)           sleep until fence w.fence completed or w.timeout_ns
  *                                          passed (-1 with errno ETIME)
  *   poll(fd, POLLIN)                       readable when every submitted fence has completed
@@ -60,7 +61,7 @@ struct kgpu_param {
 #define KGPU_PARAM_COMPLETED 2 /* read-only: the last fence the GPU completed */
 
 struct kgpu_submit {
-	__u32 put;   /* in: the new end of the ring's commands (an index, 0 .. entries - 1) */
+	__u32 count; /* in: commands after the last submitted one, 1 .. KGPU_RING_ENTRIES - 1 */
 	__u32 flags; /* in: 0 */
 	__u64 fence; /* out: this submission's fence number */
 };

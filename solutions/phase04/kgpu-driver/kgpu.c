@@ -129,27 +129,25 @@ static long kgpu_get_param(struct kgpu_ctx *ctx, void __user *uarg)
 static long kgpu_submit(struct kgpu_ctx *ctx, void __user *uarg)
 {
 	struct kgpu_submit s;
-	u32 count, busy;
-	u64 fence;
+	u32 busy, put;
+	u64 fence = 0;
 	int ret;
 
 	if (copy_from_user(&s, uarg, sizeof(s)))
 		return -EFAULT;
-	if (s.flags || s.put >= KGPU_RING_ENTRIES)
+	if (s.flags || s.count == 0 || s.count >= KGPU_RING_ENTRIES)
 		return -EINVAL;
 	mutex_lock(&ctx->lock);
-	count = (s.put + KGPU_RING_ENTRIES - ctx->put) % KGPU_RING_ENTRIES;
 	busy = (ctx->put + KGPU_RING_ENTRIES - kgpu_hw_get(ctx->ch)) % KGPU_RING_ENTRIES;
-	if (count == 0) {
-		ret = -EINVAL; /* no new commands */
-	} else if (busy + count >= KGPU_RING_ENTRIES) {
+	if (busy + s.count >= KGPU_RING_ENTRIES) {
 		ret = -EBUSY; /* would pass commands the GPU has not read yet: WAIT first */
 	} else {
+		put = (ctx->put + s.count) % KGPU_RING_ENTRIES;
 		fence = ctx->submitted + 1;
-		ret = kgpu_hw_doorbell(ctx->ch, s.put, fence);
+		ret = kgpu_hw_doorbell(ctx->ch, put, fence);
 		if (ret == 0) {
 			WRITE_ONCE(ctx->submitted, fence);
-			WRITE_ONCE(ctx->put, s.put);
+			WRITE_ONCE(ctx->put, put);
 		}
 	}
 	mutex_unlock(&ctx->lock);

@@ -1,0 +1,244 @@
+"""GIVEN: build your driver into the user-space kernel and run programs against it. Do not edit.
+
+From the kata directory, by hand:
+
+    python kernel.py run -- python3 -c 'import kgpu; print(kgpu.Device().info())'
+    python kernel.py run -- ./my_umd            # a C program: cc -I. my_umd.c -o my_umd
+
+`run` builds kshim.c + kgpu_hw.c + your kgpu.c into the kernel process, starts it, runs the
+program with the preload (LD_PRELOAD=libkgpu_preload.so, KGPU_SOCKET=...), stops the kernel
+(module_exit) and prints the kernel's log (printk), leaks included. The tests do the same
+through Kernel below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KERNEL_SOURCES = ("kshim.c", "kgpu_hw.c", "kgpu.c")
+# What a Python user program of the tests starts with: `out` is printed as JSON at its end, and
+# errno_of(f, *args) is "ENOTTY" (the errno's name) when f raises OSError, else 0.
+PRELUDE = """\
+import errno, json, mmap, os, select, time
+import kgpu
+out = {}
+def errno_of(f, *args):
+    try:
+        f(*args)
+    except OSError as e:
+        return errno.errorcode.get(e.errno, e.errno)
+    return 0
+"""
+NOT_STARTED = "kgpu: not started: "
+LEAK = "kgpu: leak: "
+
+
+@dataclass(frozen=True)
+class Built:
+    kernel: Path  # the kernel process: kshim.c + kgpu_hw.c + kgpu.c
+    preload: Path  # libkgpu_preload.so
+    include: tuple[Path, ...]  # where kgpu_uapi.h and kgpu.py are
+    sanitize: tuple[str, ...] = ()
+
+
+def build(
+    source: Callable[[str], Path], search_path: Sequence[Path], sanitize: Sequence[str] = ()
+) -> Built:
+    """Compile the kernel process and the preload library (cached by content)."""
+    from harness.native.build import build_executable, build_shared_library
+
+    include = tuple(Path(p) for p in search_path)
+    kernel = build_executable(
+        [source(s) for s in KERNEL_SOURCES],
+        lang="c",
+        flags=("-pthread",),
+        link_flags=("-pthread",),
+        sanitize=tuple(sanitize),
+        include_dirs=include,
+        root=source("kgpu.c").parent,
+    )
+    preload = build_shared_library(
+        [source("kgpu_preload.c")], lang="c", flags=("-pthread",), include_dirs=include
+    )
+    return Built(kernel.path, preload.path, include, tuple(sanitize))
+
+
+class Kernel:
+    """A running kernel process with your driver loaded; programs reach it through the preload."""
+
+    def __init__(self, built: Built, log: Path, wrapper: Sequence[str] = ()) -> None:
+        self.built = built
+        self.log_path = log
+        self.socket = f"kgpu-{os.getpid()}-{secrets.token_hex(4)}"
+        self._log = open(log, "w+b")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [*wrapper, str(built.kernel), self.socket],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=self._kernel_env(),
+            preexec_fn=_unlimited_address_space if wrapper or built.sanitize else None,
+        )
+        self.returncode: int | None = None
+        self._ready(60.0 if wrapper or built.sanitize else 20.0)
+
+    def _kernel_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        env["TSAN_OPTIONS"] = "halt_on_error=0:exitcode=66:second_deadlock_stack=1"
+        return env
+
+    def _ready(self, timeout: float) -> None:
+        assert self.proc.stdout is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        end = time.monotonic() + timeout
+        seen = b""
+        while time.monotonic() < end:
+            chunk = self.proc.stdout.read() or b""
+            seen += chunk
+            if b"kgpu-kernel: ready" in seen:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        self.stop()
+        raise RuntimeError(f"the kernel process did not start (module_init?):\n{self.log()}")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a user program: the preload and this kernel's socket."""
+        env = dict(os.environ)
+        env.update(
+            LD_PRELOAD=str(self.built.preload),
+            KGPU_SOCKET=self.socket,
+            PYTHONPATH=os.pathsep.join(str(p) for p in self.built.include),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        env.update(extra)
+        return env
+
+    def run(
+        self, argv: Sequence[str | Path], timeout: float = 20.0, **extra: str
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a user program to its end; TimeoutError when it takes longer than `timeout`."""
+        try:
+            return subprocess.run(
+                [str(a) for a in argv],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=self.env(**extra),
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise TimeoutError(
+                f"{Path(str(argv[0])).name} did not finish within {timeout:g} s "
+                f"(a WAIT that ignores its timeout, a lock never released?)"
+            ) from e
+
+    def python(self, code: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+        """Run Python code (it may `import kgpu`) as a user program."""
+        return self.run([sys.executable, "-c", code], timeout=timeout)
+
+    def program(self, body: str, timeout: float = 20.0) -> dict[str, Any]:
+        """Run PRELUDE + body as a Python user program; its `out` dict. A stub's KGPU_TODO
+        raises KataTodo (not started); a failing program raises AssertionError with its error
+        and the kernel's log."""
+        proc = self.python(PRELUDE + body + "\nprint(json.dumps(out))\n", timeout=timeout)
+        return self.result(proc, "the Python user program")
+
+    def umd(self, program: Path, *args: str | int, timeout: float = 20.0) -> dict[str, Any]:
+        """Run umd.c's program with `args`; the JSON line it printed."""
+        proc = self.run([program, *(str(a) for a in args)], timeout=timeout)
+        return self.result(proc, f"umd {' '.join(str(a) for a in args)}")
+
+    def result(self, proc: subprocess.CompletedProcess[str], what: str) -> dict[str, Any]:
+        self.check_started()
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])
+            raise AssertionError(
+                f"{what} failed (exit {proc.returncode}): {tail[-1]}\n"
+                f"--- kernel log ---\n{_tail(self.log())}"
+            )
+        return dict(json.loads(lines[-1]))
+
+    def check_started(self) -> None:
+        """KataTodo when a stub of the driver answered KGPU_TODO."""
+        what = self.not_started()
+        if what is not None:
+            from harness import todo
+
+            todo(f"kgpu.c: {what}")
+
+    def log(self) -> str:
+        """What the kernel printed so far (printk)."""
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def not_started(self) -> str | None:
+        """The first "not started" line of the log: a stub returned KGPU_TODO."""
+        for line in self.log().splitlines():
+            if NOT_STARTED in line:
+                return line.split(NOT_STARTED, 1)[1]
+        return None
+
+    def stop(self, timeout: float = 10.0) -> str:
+        """Unload: SIGTERM (release what is open, module_exit, the leak report); the log."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self._log.write(b"kernel: did not unload within the time limit: killed\n")
+        self.returncode = self.proc.returncode
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        text = self.log()
+        self._log.close()
+        return text
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._log.closed:
+            self.stop()
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _unlimited_address_space() -> None:
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # TSan and valgrind map a lot
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] != "run" or argv[1] != "--":
+        print(__doc__)
+        return 2
+    here = Path(__file__).resolve().parent
+    built = build(lambda name: here / name, [here])
+    log = here / ".kernel.log"
+    with Kernel(built, log) as k:
+        proc = subprocess.run(argv[2:], env=k.env(), check=False)
+        text = k.stop()
+    print(text, end="", file=sys.stderr)
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
