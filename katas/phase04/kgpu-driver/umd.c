@@ -28,7 +28,7 @@
 #include "kgpu_uapi.h"
 
 #define MEM_BYTES (KGPU_RING_BYTES + KGPU_VRAM_BYTES)
-#define WAIT_NS 5000000000ULL
+#define WAIT_NS 2000000000ULL /* 2 s: the work of a test takes milliseconds */
 
 static void die(const char *what)
 {
@@ -161,11 +161,13 @@ struct shared {
 	pthread_mutex_t lock;
 };
 
+static volatile int stop_all; /* one worker failed: the others stop too (threads) */
+
 static void worker(struct shared *sh, int w)
 {
 	int i;
 
-	for (i = 0; i < sh->n; i++) {
+	for (i = 0; i < sh->n && !stop_all; i++) {
 		uint64_t fence = 0;
 		int err = 0;
 
@@ -176,6 +178,7 @@ static void worker(struct shared *sh, int w)
 			pthread_mutex_lock(&sh->lock);
 			if (!sh->failures++)
 				sh->first_errno = err;
+			stop_all = 1;
 			pthread_mutex_unlock(&sh->lock);
 			return;
 		}

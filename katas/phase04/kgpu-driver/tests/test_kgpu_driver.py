@@ -354,8 +354,8 @@ def test_isolation_no_leaks_under_valgrind(kernel_py: Any, built: Any, umd: Path
         "--error-exitcode=99", "--quiet",
     ]  # fmt: skip
     with kernel_py.Kernel(built, tmp_path / "kernel.log", wrapper=valgrind) as k:
-        k.umd(umd, "churn", 4, timeout=60)
-        k.umd(umd, "threads", 2, 5, timeout=60)
+        k.umd(umd, "churn", 3, timeout=60)
+        k.umd(umd, "threads", 2, 3, timeout=60)
         log = k.stop(timeout=60)
     assert k.returncode == 0, f"valgrind found errors or leaks in the kernel process:\n{log[-3000:]}"
     assert "kgpu: leak:" not in log, log
