@@ -163,7 +163,7 @@ class Kernel:
         self.check_started()
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
         if proc.returncode != 0 or not lines:
-            tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])
+            tail = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""]
             raise AssertionError(
                 f"{what} failed (exit {proc.returncode}): {tail[-1]}\n"
                 f"--- kernel log ---\n{_tail(self.log())}"

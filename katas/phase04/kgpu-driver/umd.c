@@ -5,7 +5,8 @@
  *   umd threads T N       T threads share one open; each submits N times (1 command) and waits
  *   umd procs P N         the same with P forked processes sharing the open
  *   umd own P N           P forked processes, each with its own open (contexts are isolated)
- *   umd latency N         N times: one NOP, SUBMIT, WAIT; submit -> complete in microseconds
+ *   umd latency N [poll]  N times: one NOP, SUBMIT, WAIT (or poll for POLLIN); submit ->
+ *                         complete in microseconds
  *   umd churn N           N times: open, map, submit, close without waiting (release with work
  *                         in flight)
  *
@@ -14,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -324,7 +326,7 @@ static void procs(int p, int n, int own)
 }
 
 /* ------------------------------------------------------------------ latency */
-static void latency(int n)
+static void latency(int n, int use_poll)
 {
 	int fd = open_kgpu(), i;
 	char *mem = map_kgpu(fd);
@@ -338,15 +340,21 @@ static void latency(int n)
 		t0 = now_ns();
 		if (submit(fd, 1, &fence) != 0)
 			die("SUBMIT");
-		if (wait_fence(fd, fence, WAIT_NS) != 0)
+		if (use_poll) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+
+			if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLIN))
+				die("poll");
+		} else if (wait_fence(fd, fence, WAIT_NS) != 0) {
 			die("WAIT");
+		}
 		us[i] = (now_ns() - t0) / 1000;
 		sum += us[i];
 	}
 	qsort(us, (size_t)n, sizeof(*us), cmp_u64);
-	printf("{\"n\": %d, \"p50_us\": %llu, \"p90_us\": %llu, \"p99_us\": %llu, \"max_us\": %llu, "
+	printf("{\"n\": %d, \"via\": \"%s\", \"p50_us\": %llu, \"p90_us\": %llu, \"p99_us\": %llu, \"max_us\": %llu, "
 	       "\"mean_us\": %llu}\n",
-	       n, (unsigned long long)us[n / 2], (unsigned long long)us[n * 9 / 10],
+	       n, use_poll ? "poll" : "wait", (unsigned long long)us[n / 2], (unsigned long long)us[n * 9 / 10],
 	       (unsigned long long)us[n * 99 / 100], (unsigned long long)us[n - 1],
 	       (unsigned long long)(sum / (uint64_t)n));
 	munmap(mem, MEM_BYTES);
@@ -386,8 +394,8 @@ int main(int argc, char **argv)
 		procs(a, b, 0);
 	else if (argc == 4 && strcmp(argv[1], "own") == 0 && a > 0 && b > 0)
 		procs(a, b, 1);
-	else if (argc == 3 && strcmp(argv[1], "latency") == 0 && a > 0)
-		latency(a);
+	else if ((argc == 3 || argc == 4) && strcmp(argv[1], "latency") == 0 && a > 0)
+		latency(a, argc == 4 && strcmp(argv[3], "poll") == 0);
 	else if (argc == 3 && strcmp(argv[1], "churn") == 0 && a > 0)
 		churn(a);
 	else {

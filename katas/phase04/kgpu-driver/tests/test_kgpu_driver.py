@@ -195,6 +195,23 @@ out["waited"] = time.monotonic() - t
     )
 
 
+def test_submit_latency_picture(kernel: Any, umd: Path, kata: Any, kata_metrics: Any) -> None:
+    rows = {
+        "WAIT ioctl": kernel.umd(umd, "latency", 200),
+        "poll()": kernel.umd(umd, "latency", 200, "poll"),
+    }
+    for via, r in rows.items():
+        assert 0 < r["p50_us"] < 200_000, (
+            f"{via}: half the one-command jobs took over {r['p50_us']} µs from SUBMIT to "
+            "complete: the waiters are woken by the interrupt, not by their timeout"
+        )
+    picture = kata.module("picture")
+    kata_metrics["svg"] = picture.latency_svg(rows, "submit → complete, 200 one-command jobs")
+    kata_metrics["label"] = "your driver's submit → complete latency"
+    kata_metrics["WAIT p50 (µs)"] = rows["WAIT ioctl"]["p50_us"]
+    kata_metrics["poll p50 (µs)"] = rows["poll()"]["p50_us"]
+
+
 # --------------------------------------------------------------------------- wait
 def test_wait_times_out_on_a_hung_gpu(kernel: Any) -> None:
     out = kernel.program(
@@ -348,7 +365,9 @@ def test_isolation_release_with_work_in_flight(kernel: Any, umd: Path) -> None:
 
 
 @pytest.mark.needs("valgrind")
-def test_isolation_no_leaks_under_valgrind(kernel_py: Any, built: Any, umd: Path, tmp_path: Path) -> None:
+def test_isolation_no_leaks_under_valgrind(
+    kernel_py: Any, built: Any, umd: Path, tmp_path: Path
+) -> None:
     valgrind = [
         "valgrind", "--leak-check=full", "--errors-for-leak-kinds=definite",
         "--error-exitcode=99", "--quiet",
@@ -357,5 +376,7 @@ def test_isolation_no_leaks_under_valgrind(kernel_py: Any, built: Any, umd: Path
         k.umd(umd, "churn", 3, timeout=60)
         k.umd(umd, "threads", 2, 3, timeout=60)
         log = k.stop(timeout=60)
-    assert k.returncode == 0, f"valgrind found errors or leaks in the kernel process:\n{log[-3000:]}"
+    assert k.returncode == 0, (
+        f"valgrind found errors or leaks in the kernel process:\n{log[-3000:]}"
+    )
     assert "kgpu: leak:" not in log, log

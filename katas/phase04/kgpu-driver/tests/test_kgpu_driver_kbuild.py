@@ -23,7 +23,9 @@ def test_kbuild_builds_a_real_module(kata: Any, tmp_path: Path) -> None:
         check=False,
     )
     errors = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if "error" in ln]
-    assert proc.returncode == 0, "Kbuild failed:\n" + "\n".join(errors[:15] or [proc.stderr[-2000:]])
+    assert proc.returncode == 0, "Kbuild failed:\n" + "\n".join(
+        errors[:15] or [proc.stderr[-2000:]]
+    )
     module = tmp_path / "kgpu_drv.ko"
     assert module.exists(), f"no kgpu_drv.ko after make:\n{proc.stdout[-1000:]}"
-    assert b"license=GPL" in module.read_bytes(), "MODULE_LICENSE(\"GPL\") is missing"
+    assert b"license=GPL" in module.read_bytes(), 'MODULE_LICENSE("GPL") is missing'

@@ -275,4 +275,6 @@ def test_isolation_no_data_race_under_tsan(
     if "FATAL: ThreadSanitizer" in log:
         pytest.skip(f"ThreadSanitizer cannot run on this machine: {log.strip()[:200]}")
     race = log.find("WARNING: ThreadSanitizer")
-    assert race < 0, f"ThreadSanitizer found a data race in the kernel process:\n{log[race:race + 3000]}"
+    assert race < 0, (
+        f"ThreadSanitizer found a data race in the kernel process:\n{log[race : race + 3000]}"
+    )
