@@ -24,7 +24,8 @@ from harness import hangs
 from harness._lazy import lazy_module
 from harness.cuda import source as src
 from harness.cuda.args import ArrayArg, check_scalar, normalise_dims
-from harness.cuda.cpu import server
+from harness.cuda.cpu import interface, server
+from harness.cuda.cpu.interface import SCHEDULES
 from harness.cuda.errors import (
     BarrierDeadlock,
     CudaCompileError,
@@ -44,7 +45,6 @@ __all__ = ["CpuDeviceArray", "CpuFunction", "CpuModule", "SCHEDULES", "runtime"]
 
 HERE = Path(__file__).resolve().parent
 INCLUDE = HERE / "include"
-SCHEDULES = ("forward", "reverse", "random", "preempt")
 DEFAULT_TIMEOUT_S = 20.0
 _CXX_FLAGS = ("-std=gnu++17", "-fno-exceptions", "-fno-rtti", "-fno-strict-aliasing")
 # Traced builds call the runtime before every load and store (tracing, the "preempt" schedule).
@@ -69,42 +69,6 @@ TRACED = "traced"  # the compiler key of traced builds (see traced_toolchain)
 _KINDS = {0: "signed integer", 1: "unsigned integer", 2: "floating point", 3: "pointer"}
 _KINDS.update({4: "struct", 5: "bool"})
 _MAX_PARAMS = 64
-
-_CDEF = """
-typedef struct { uintptr_t start; size_t size; uintptr_t map_lo; size_t map_size; int arg; }
-    kata_buffer;
-typedef struct { uint64_t pc; uint64_t addr; uint32_t gtid; uint16_t size; uint16_t store; }
-    kata_event;
-typedef struct {
-    void (*call)(void**); void** args; const char* kernel;
-    unsigned grid[3]; unsigned block[3]; size_t shared_bytes;
-    int schedule; uint64_t seed; int fibers; int isolate; double timeout;
-    int nbuffers; const kata_buffer* buffers; kata_event* events; size_t event_capacity; int preempt;
-    void (*threads)(void**, const unsigned*, unsigned);
-    uintptr_t static_lo, static_hi; uint64_t first_block, nblocks;
-} kata_launch_t;
-typedef struct {
-    int status; int sig; unsigned block[3]; unsigned thread[3]; uint64_t addr; int buffer;
-    int is_write; long long offset; uint64_t events; int events_overflow; double seconds;
-    char message[2048];
-} kata_result_t;
-int kata_launch(const kata_launch_t*, kata_result_t*);
-void* kata_dev_alloc(size_t, size_t, uintptr_t*, size_t*, int*);
-void kata_dev_free(uintptr_t, size_t, int);
-void* kata_dev_alloc_tail(size_t, size_t, uintptr_t*, size_t*, uintptr_t*, size_t*);
-void kata_dev_free_tail(uintptr_t, uintptr_t, size_t);
-void kata_zero(void*, size_t);
-void* kata_shared_alloc(size_t);
-void kata_shared_free(void*, size_t);
-uintptr_t kata_lib_base(void*);
-int kata_lib_rw_range(void*, uintptr_t*, uintptr_t*);
-void* kata_open(const char*, char*, size_t);
-void* kata_sym(void*, const char*);
-int kata_max_threads(void);
-size_t kata_dyn_shared_max(void);
-"""
-
-_OK, _OOB, _DEADLOCK, _CRASH, _TIMEOUT, _TRAP, _USAGE = range(7)
 
 
 @dataclass
@@ -133,8 +97,7 @@ def runtime() -> _Runtime:
                 )
             except BuildError as e:  # a harness bug, not the learner's
                 raise CudaError(f"harness.cuda: the cpu runtime does not build:\n{e}") from None
-            ffi = cffi.FFI()
-            ffi.cdef(_CDEF)
+            ffi = interface.ffi()
             lib = ffi.dlopen(str(built.path), ffi.RTLD_NOW | ffi.RTLD_GLOBAL)
             _loaded["runtime"] = _Runtime(ffi, lib, built.path)
         return _loaded["runtime"]
@@ -695,7 +658,7 @@ class CpuFunction:
                 events_overflow=bool(res.events_overflow),
                 outputs={},
             )
-            if res.status != _OK:
+            if res.status != rt.lib.KATA_OK:
                 raise self._error(res, buffers)
             for i, arg, buf in copies:
                 out = buf.read(arg.array.dtype, arg.array.shape)
@@ -712,7 +675,7 @@ class CpuFunction:
                     buf.free()
 
     def _error(self, res: Any, buffers: list[tuple[_Buffer, int, bool]]) -> CudaError:
-        ffi = runtime().ffi
+        ffi, lib = runtime().ffi, runtime().lib
         msg = ffi.string(res.message).decode(errors="replace")
         block = (int(res.block[0]), int(res.block[1]), int(res.block[2]))
         thread = (int(res.thread[0]), int(res.thread[1]), int(res.thread[2]))
@@ -724,14 +687,14 @@ class CpuFunction:
         )
         text = f"kernel {self.name}, {where}: {msg}"
         kw: dict[str, Any] = {"kernel": self.name, "block": block, "thread": thread}
-        if res.status == _OOB:
+        if res.status == lib.KATA_OOB:
             arg = buffers[res.buffer][1] if 0 <= res.buffer < len(buffers) else None
             return OutOfBounds(text, address=int(res.addr), argument=arg, **kw)
-        if res.status == _DEADLOCK:
+        if res.status == lib.KATA_DEADLOCK:
             return BarrierDeadlock(text, **kw)
-        if res.status == _TIMEOUT:
+        if res.status == lib.KATA_TIMEOUT:
             return KernelTimeout(f"kernel {self.name} {msg}", **kw)
-        if res.status in (_CRASH, _TRAP):
+        if res.status in (lib.KATA_CRASH, lib.KATA_TRAP):
             return KernelCrash(text, **kw)
         return KernelError(text, **kw)
 

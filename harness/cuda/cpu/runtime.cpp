@@ -4,8 +4,9 @@
 // with a small stack of its own (switched by a few lines of assembly, so a switch costs
 // nanoseconds, not a sigprocmask system call as swapcontext does). A fiber runs until it reaches
 // __syncthreads, a warp collective or its end; the scheduler then runs the next runnable fiber
-// in the launch's schedule order (forward, reverse or seeded random), and releases a barrier or a
-// collective once every thread it waits for has arrived. Kernels that use neither run without
+// in the launch's schedule order (kata_schedule_t: forward, reverse, seeded random, or seeded
+// random with preemption at traced memory accesses), and releases a barrier or a collective
+// once every thread it waits for has arrived. Kernels that use neither run without
 // fibers: one plain call per thread.
 //
 // A launch normally runs in a forked child: device buffers are MAP_SHARED mappings with guard
@@ -33,6 +34,7 @@
 #include <initializer_list>
 
 #include "kata_cuda_types.h"
+#include "kata_launch.h"  // the launch interface (cffi reads it too)
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000  // Linux 4.17; older kernels take it as a hint (checked)
@@ -47,76 +49,6 @@ uint3 threadIdx;
 uint3 blockIdx;
 dim3 blockDim;
 dim3 gridDim;
-}
-
-// ------------------------------------------------------------------ the launch interface (cffi)
-extern "C" {
-typedef struct {
-    uintptr_t start;
-    size_t size;
-    uintptr_t map_lo;
-    size_t map_size;
-    int arg;
-} kata_buffer;
-
-// `store` holds the event's kind: bit 0 a store, bit 1 shared memory (else global), bit 2 an
-// atomic; KATA_EV_BARRIER and KATA_EV_WARP are synchronisation events (addr = source line).
-typedef struct {
-    uint64_t pc;
-    uint64_t addr;
-    uint32_t gtid;
-    uint16_t size;
-    uint16_t store;
-} kata_event;
-enum { KATA_EV_STORE = 1, KATA_EV_SHARED = 2, KATA_EV_ATOMIC = 4, KATA_EV_BARRIER = 8,
-       KATA_EV_WARP = 9 };
-
-typedef struct {
-    void (*call)(void**);
-    void** args;
-    const char* kernel;
-    unsigned grid[3];
-    unsigned block[3];
-    size_t shared_bytes;
-    int schedule;  // 0 forward, 1 reverse, 2 random
-    uint64_t seed;
-    int fibers;
-    int isolate;
-    double timeout;
-    int nbuffers;
-    const kata_buffer* buffers;
-    kata_event* events;  // trace buffer (MAP_SHARED) or NULL
-    size_t event_capacity;
-    int preempt;  // 0..256: chance/256 that a traced memory access switches to another thread
-    void (*threads)(void**, const unsigned*, unsigned);  // block loop without fibers, or NULL
-    uintptr_t static_lo, static_hi;  // traced launches: the kernel library's static __shared__
-    uint64_t first_block, nblocks;   // nblocks > 0: run only these linear block ids (probes)
-} kata_launch_t;
-
-enum {
-    KATA_OK = 0,
-    KATA_OOB = 1,
-    KATA_DEADLOCK = 2,
-    KATA_CRASH = 3,
-    KATA_TIMEOUT = 4,
-    KATA_TRAP = 5,
-    KATA_USAGE = 6,
-};
-
-typedef struct {
-    int status;
-    int sig;
-    unsigned block[3];
-    unsigned thread[3];
-    uint64_t addr;
-    int buffer;  // index into buffers, -1 when none
-    int is_write;
-    long long offset;  // from the buffer's start
-    uint64_t events;
-    int events_overflow;
-    double seconds;
-    char message[2048];
-} kata_result_t;
 }
 
 // ------------------------------------------------------------------ fibers
@@ -578,13 +510,14 @@ void shuffle_order(unsigned n) {
 }
 
 void make_order(unsigned n, int schedule) {
-    for (unsigned i = 0; i < n; ++i) g_order[i] = schedule == 1 ? n - 1 - i : i;
-    if (schedule >= 2) shuffle_order(n);
+    const bool reverse = schedule == KATA_SCHEDULE_REVERSE;
+    for (unsigned i = 0; i < n; ++i) g_order[i] = reverse ? n - 1 - i : i;
+    if (schedule >= KATA_SCHEDULE_RANDOM) shuffle_order(n);
 }
 
 void run_block_direct(const kata_launch_t* L) {
     if (L->threads != nullptr) {
-        if (L->schedule == 0) {
+        if (L->schedule == KATA_SCHEDULE_FORWARD) {
             L->threads(L->args, nullptr, g_nthreads);
         } else {
             make_order(g_nthreads, L->schedule);
@@ -605,7 +538,7 @@ void run_block_fibers(const kata_launch_t* L) {
     unsigned live = g_nthreads;
     make_order(g_nthreads, L->schedule);
     while (live > 0) {
-        if (L->schedule >= 2) shuffle_order(g_nthreads);
+        if (L->schedule >= KATA_SCHEDULE_RANDOM) shuffle_order(g_nthreads);
         g_ran = 0;
         for (unsigned i = 0; i < g_nthreads; ++i) {
             unsigned t = g_order[i];
@@ -637,7 +570,7 @@ void run_grid(const kata_launch_t* L) {
     // Random block order: a full permutation costs memory, so walk an affine bijection
     // b -> (a*b + c) mod n with a coprime to n; good enough to break "block 0 first".
     uint64_t a = 1, c = 0;
-    if (L->schedule >= 2 && nblocks > 1) {
+    if (L->schedule >= KATA_SCHEDULE_RANDOM && nblocks > 1) {
         a = rng_next() % nblocks | 1;
         auto gcd = [](uint64_t x, uint64_t y) { while (y) { uint64_t t = x % y; x = y; y = t; } return x; };
         while (gcd(a, nblocks) != 1) a = (a + 2) % nblocks | 1;
@@ -650,7 +583,7 @@ void run_grid(const kata_launch_t* L) {
         count = L->nblocks;
     }
     for (uint64_t i = 0; i < count; ++i) {
-        uint64_t b = L->schedule == 1 ? count - 1 - i : (a * i + c) % count;
+        uint64_t b = L->schedule == KATA_SCHEDULE_REVERSE ? count - 1 - i : (a * i + c) % count;
         if (L->nblocks > 0) b += L->first_block;
         blockIdx.x = (unsigned)(b % L->grid[0]);
         blockIdx.y = (unsigned)((b / L->grid[0]) % L->grid[1]);
@@ -834,7 +767,7 @@ static inline void record_event(uint64_t pc, uint64_t addr, unsigned size, unsig
         e.addr = addr;
         e.gtid = g_gtid_base + g_current;
         e.size = (uint16_t)size;
-        e.store = (uint16_t)kind;
+        e.kind = (uint16_t)kind;
     }
     ++g_event_count;
 }
@@ -1277,36 +1210,6 @@ extern "C" int kata_launch(const kata_launch_t* L, kata_result_t* out) {
 
 namespace {
 
-enum { MSG_MAP = 1, MSG_UNMAP = 2, MSG_LAUNCH = 3 };
-
-struct __attribute__((packed)) WireMap {
-    uint32_t type, pad;
-    uint64_t id, size;
-};
-
-struct __attribute__((packed)) WireLaunch {
-    uint32_t type;
-    uint32_t grid[3];
-    uint32_t block[3];
-    uint32_t schedule;
-    uint64_t shared;
-    uint64_t seed;
-    int32_t fibers;
-    int32_t preempt;
-    double timeout;
-    uint32_t nbuffers, nargs, lib_len, sym_len, kname_len, bytes_len;
-};
-
-struct __attribute__((packed)) WireBuffer {
-    uint64_t id, offset, size;
-    int64_t arg;
-};
-
-struct __attribute__((packed)) WireArg {
-    uint32_t kind;   // 0: bytes (value = length), 1: pointer to buffer (value = buffer index)
-    uint32_t value;
-};
-
 struct Mapping {
     char* base;
     size_t size;
@@ -1353,13 +1256,13 @@ std::string g_kname;
 // Decode a launch message into L (cells, buffers and strings live in globals). False: `err`
 // says why.
 bool parse_launch(const char* msg, size_t len, kata_launch_t* L, char* err, size_t errlen) {
-    WireLaunch w;
+    kata_wire_launch w;
     if (len < sizeof w) {
         snprintf(err, errlen, "launch server: short message");
         return false;
     }
     memcpy(&w, msg, sizeof w);
-    size_t need = sizeof w + w.nbuffers * sizeof(WireBuffer) + w.nargs * sizeof(WireArg) +
+    size_t need = sizeof w + w.nbuffers * sizeof(kata_wire_buffer) + w.nargs * sizeof(kata_wire_arg) +
                   w.bytes_len + w.lib_len + w.sym_len + w.kname_len;
     if (need != len || w.nargs > (uint32_t)kMaxArgs || w.nbuffers > (uint32_t)kMaxArgs) {
         snprintf(err, errlen, "launch server: malformed launch (%zu of %zu bytes)", len, need);
@@ -1367,9 +1270,9 @@ bool parse_launch(const char* msg, size_t len, kata_launch_t* L, char* err, size
     }
     const char* p = msg + sizeof w;
     const char* bufs = p;
-    p += w.nbuffers * sizeof(WireBuffer);
+    p += w.nbuffers * sizeof(kata_wire_buffer);
     const char* args = p;
-    p += w.nargs * sizeof(WireArg);
+    p += w.nargs * sizeof(kata_wire_arg);
     const char* bytes = p;
     p += w.bytes_len;
     std::string lib(p, w.lib_len);
@@ -1380,7 +1283,7 @@ bool parse_launch(const char* msg, size_t len, kata_launch_t* L, char* err, size
 
     g_srv_nbuffers = (int)w.nbuffers;
     for (uint32_t i = 0; i < w.nbuffers; ++i) {
-        WireBuffer b;
+        kata_wire_buffer b;
         memcpy(&b, bufs + i * sizeof b, sizeof b);
         auto it = g_maps.find(b.id);
         if (it == g_maps.end()) {
@@ -1396,7 +1299,7 @@ bool parse_launch(const char* msg, size_t len, kata_launch_t* L, char* err, size
     }
     size_t off = 0;
     for (uint32_t i = 0; i < w.nargs; ++i) {
-        WireArg a;
+        kata_wire_arg a;
         memcpy(&a, args + i * sizeof a, sizeof a);
         memset(g_cells[i], 0, kCell);
         if (a.kind == 1) {
@@ -1554,10 +1457,10 @@ void make_spare(int main_sock) {
 
 // A launch through the spare: it decodes and runs the message itself. False: no usable spare.
 bool launch_in_spare(int sock, const char* msg, size_t len, const int* fds, int nfds) {
-    if (g_spare_pid <= 0 || g_spare_generation != g_generation || len < sizeof(WireLaunch)) {
+    if (g_spare_pid <= 0 || g_spare_generation != g_generation || len < sizeof(kata_wire_launch)) {
         return false;
     }
-    WireLaunch w;
+    kata_wire_launch w;
     memcpy(&w, msg, sizeof w);
     kata_result_t* shared = g_shared_result;
     memset(shared, 0, sizeof *shared);
@@ -1619,16 +1522,16 @@ int main(int argc, char** argv) {
         }
         uint32_t type = 0;
         if (n >= 4) memcpy(&type, g_msg, 4);
-        if (type == MSG_MAP && n >= (int)sizeof(WireMap) && nfds == 1) {
-            WireMap m;
+        if (type == KATA_MSG_MAP && n >= (int)sizeof(kata_wire_map) && nfds == 1) {
+            kata_wire_map m;
             memcpy(&m, g_msg, sizeof m);
             init_common();
             void* p = mmap(nullptr, m.size, PROT_NONE, MAP_SHARED, fds[0], 0);
             if (p != MAP_FAILED) g_maps[m.id] = Mapping{static_cast<char*>(p), (size_t)m.size};
             close(fds[0]);
             ++g_generation;
-        } else if (type == MSG_UNMAP && n >= (int)sizeof(WireMap)) {
-            WireMap m;
+        } else if (type == KATA_MSG_UNMAP && n >= (int)sizeof(kata_wire_map)) {
+            kata_wire_map m;
             memcpy(&m, g_msg, sizeof m);
             auto it = g_maps.find(m.id);
             if (it != g_maps.end()) {
@@ -1636,7 +1539,7 @@ int main(int argc, char** argv) {
                 g_maps.erase(it);
             }
             ++g_generation;
-        } else if (type == MSG_LAUNCH) {
+        } else if (type == KATA_MSG_LAUNCH) {
             init_common();
             if (!launch_in_spare(sock, g_msg, (size_t)n, fds, nfds)) {
                 retire_spare();

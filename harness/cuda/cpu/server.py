@@ -25,13 +25,48 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LaunchServer", "current", "forget"]
+__all__ = ["MESSAGES", "WIRE_FIELDS", "LaunchServer", "current", "forget", "wire_struct"]
 
-_HEADER = struct.Struct("<I3I3IIQQiidIIIIII")
-_MAP = struct.Struct("<IIQQ")
-_BUFFER = struct.Struct("<QQQq")
-_ARG = struct.Struct("<II")
-_MSG_MAP, _MSG_UNMAP, _MSG_LAUNCH = 1, 2, 3
+# kata_launch.h's messages (kata_wire_*, kata_msg_t), field by field: struct packs them without
+# building or parsing C, and harness/tests/test_cuda_interface.py checks every field's offset and
+# the sizes against the header (cffi's offsetof/sizeof).
+WIRE_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "kata_wire_map": (("type", "I"), ("pad", "I"), ("id", "Q"), ("size", "Q")),
+    "kata_wire_launch": (
+        ("type", "I"),
+        ("grid", "3I"),
+        ("block", "3I"),
+        ("schedule", "I"),
+        ("shared", "Q"),
+        ("seed", "Q"),
+        ("fibers", "i"),
+        ("preempt", "i"),
+        ("timeout", "d"),
+        ("nbuffers", "I"),
+        ("nargs", "I"),
+        ("lib_len", "I"),
+        ("sym_len", "I"),
+        ("kname_len", "I"),
+        ("bytes_len", "I"),
+    ),
+    "kata_wire_buffer": (("id", "Q"), ("offset", "Q"), ("size", "Q"), ("arg", "q")),
+    "kata_wire_arg": (("kind", "I"), ("value", "I")),
+}
+MESSAGES = {"KATA_MSG_MAP": 1, "KATA_MSG_UNMAP": 2, "KATA_MSG_LAUNCH": 3}
+
+
+def wire_struct(name: str) -> struct.Struct:
+    """The little-endian, unpadded `struct` format of message type `name`."""
+    return struct.Struct("<" + "".join(code for _, code in WIRE_FIELDS[name]))
+
+
+_HEADER = wire_struct("kata_wire_launch")
+_MAP = wire_struct("kata_wire_map")
+_BUFFER = wire_struct("kata_wire_buffer")
+_ARG = wire_struct("kata_wire_arg")
+_MSG_MAP = MESSAGES["KATA_MSG_MAP"]
+_MSG_UNMAP = MESSAGES["KATA_MSG_UNMAP"]
+_MSG_LAUNCH = MESSAGES["KATA_MSG_LAUNCH"]
 
 _lock = threading.Lock()
 # Mutated, never rebound (harness.sandbox's guard): pid -> server, and failures by pid.

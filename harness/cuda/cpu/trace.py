@@ -26,12 +26,12 @@ __all__ = ["LineStats", "Trace", "run_trace"]
 SECTOR = 32
 BANKS = 32  # shared memory: 32 banks of 4-byte words, as on every NVIDIA GPU since Kepler
 BANK_WORD = 4
-# kata_event in kata_cuda.h, 24 bytes; a numpy dtype only when a trace is read (lazy numpy)
+# kata_event and kata_event_kind_t of kata_launch.h (checked against it by test_cuda_interface):
+# a numpy dtype only when a trace is read (lazy numpy). Kind: bit 0 store, bit 1 shared memory,
+# bit 2 atomic; 8 and 9 are a __syncthreads and a warp collective (addr holds the source line).
 EVENT_FIELDS = [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2"), ("kind", "<u2")]
 EVENT_SIZE = 24
 DEFAULT_CAPACITY = 4_000_000  # events (24 bytes each), virtual memory until touched
-# The event's kind (runtime.cpp): bit 0 store, bit 1 shared memory, bit 2 atomic; 8 and 9 are a
-# __syncthreads and a warp collective (addr holds the source line).
 EV_STORE, EV_SHARED, EV_ATOMIC, EV_BARRIER, EV_WARP = 1, 2, 4, 8, 9
 
 
