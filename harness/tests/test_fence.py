@@ -4,6 +4,7 @@ modules, however it spells the import; what the kata gives still imports."""
 from __future__ import annotations
 
 import json
+import pkgutil
 
 import pytest
 
@@ -33,6 +34,10 @@ def run_learner(repo: KataRepo, calc: str, *args: str, manifest: str | None = No
         ("from harness.cuda.static import occupancy", "harness.cuda.static", "grader's oracle"),
         ("import harness.cuda.static as s", "harness.cuda.static", "grader's oracle"),
         ("from harness.cuda import static", "harness.cuda.static", "grader's oracle"),
+        ("from harness.cuda.static.calculator import occupancy", "harness.cuda.static.calculator",
+         "grader's oracle"),
+        ("import importlib\nimportlib.import_module('harness.cuda.static.opcodes')",
+         "harness.cuda.static.opcodes", "grader's oracle"),
         ("import harness.hidden", "harness.hidden", "hidden tests run at grading"),
         ("from harness import testing", "harness.testing", "test helpers belong to tests"),
         ("import importlib\nimportlib.import_module('harness.budgets')", "harness.budgets",
@@ -127,6 +132,10 @@ def test_refusal_text_lists_the_allowlist() -> None:
         assert module in text
     assert "given: sim.py" in text
     assert fence._refusal(kata, "harness.cuda.static") is not None
+    import harness.cuda.static as static  # a package: every module of it is the oracle too
+
+    for sub in pkgutil.iter_modules(static.__path__, "harness.cuda.static."):
+        assert "grader's oracle" in (fence._refusal(kata, sub.name) or ""), sub.name
     assert fence._refusal(kata, "harness.cuda") is None and fence._refusal(kata, "numpy") is None
     assert fence._refusal(kata, "_kata_x.sim") is None
 

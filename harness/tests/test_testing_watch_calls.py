@@ -21,7 +21,7 @@ def test_module_name_prefixes_match_submodules() -> None:
 
     with watch_calls("harness.cuda") as log:
         static.classify_sass("FFMA")
-    assert "harness.cuda.static.classify_sass" in log.calls
+    assert "harness.cuda.static.opcodes.classify_sass" in log.calls
 
 
 def test_starting_another_program_is_recorded() -> None:
