@@ -1,0 +1,111 @@
+"""Shortcut: placement by alignment (start % size == 0), not by the profile table.
+
+An instance is (profile name, start memory slice). The rules (gpus.py, README "Placement"):
+the profile exists on the GPU, the start is one -lgipp lists for it, no two instances share a
+memory slice, at most `max_instances` of a profile, and no more compute slices than the GPU has.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from .gpus import GPU, Instance
+
+
+def slices(gpu: GPU, instance: Instance) -> range:
+    """The memory slices `instance` occupies: `size` slices from its start."""
+    name, start = instance
+    return range(start, start + gpu.profile(name).memory_slices)
+
+
+def check(gpu: GPU, placed: Sequence[Instance]) -> str | None:
+    """None when `nvidia-smi mig -cgi` would create every instance of `placed` together, else
+    why not, starting with "unknown profile", "bad start", "too many", "overlap" or "compute"."""
+    names = set(gpu.names())
+    for name, start in placed:
+        if name.removeprefix("MIG ") not in names:
+            return f"unknown profile {name!r} on {gpu.name} (it has {', '.join(sorted(names))})"
+        p = gpu.profile(name)
+        # "natural alignment": a size-s instance may start at any multiple of s
+        if start % p.memory_slices or start + p.memory_slices > gpu.memory_slices:
+            return f"bad start: {p.name} cannot start at {start} (placements {_fmt(p.starts)})"
+    counts = Counter(gpu.profile(n).name for n, _ in placed)
+    for name, n in counts.items():
+        if n > gpu.profile(name).max_instances:
+            return f"too many {name}: {n}, at most {gpu.profile(name).max_instances}"
+    owner: dict[int, Instance] = {}
+    for inst in placed:
+        for s in slices(gpu, inst):
+            if s in owner:
+                a, b = owner[s], inst
+                return f"overlap: {a[0]}@{a[1]} and {b[0]}@{b[1]} share memory slice {s}"
+            owner[s] = inst
+    compute = sum(gpu.profile(n).compute_slices for n, _ in placed)
+    if compute > gpu.compute_slices:
+        return f"compute: {compute} slices, the GPU has {gpu.compute_slices}"
+    return None
+
+
+def is_valid(gpu: GPU, placed: Sequence[Instance]) -> bool:
+    return check(gpu, placed) is None
+
+
+def free_starts(gpu: GPU, placed: Sequence[Instance], name: str) -> list[int]:
+    """Where one more instance of `name` can go now (ascending). ValueError if `placed` is
+    not valid itself."""
+    why = check(gpu, placed)
+    if why is not None:
+        raise ValueError(why)
+    placed = list(placed)
+    return [s for s in gpu.profile(name).starts if check(gpu, [*placed, (name, s)]) is None]
+
+
+def free_instances(gpu: GPU, placed: Sequence[Instance]) -> dict[str, int]:
+    """-lgip's "Instances Free" column: for each profile, how many more instances of it alone
+    could be created next to `placed`."""
+    out: dict[str, int] = {}
+    for p in gpu.profiles:
+        more: list[Instance] = list(placed)
+        n = 0
+        # Equal-size intervals: taking the lowest free start each time is optimal.
+        while starts := free_starts(gpu, more, p.name):
+            more.append((p.name, starts[0]))
+            n += 1
+        out[p.name] = n
+    return out
+
+
+def _fmt(starts: Sequence[int]) -> str:
+    return "{" + ",".join(str(s) for s in starts) + "}"
+
+
+def lgipp(gpu: GPU, index: int = 0) -> str:
+    """The text `nvidia-smi mig -i INDEX -lgipp` prints for `gpu`, one line per profile."""
+    lines = []
+    for p in gpu.profiles:
+        word = "Placements:" if len(p.starts) > 1 else "Placement :"
+        lines.append(
+            f"GPU {index:2d} Profile ID {p.id:2d} {word} {_fmt(p.starts)}:{p.memory_slices}"
+        )
+    return "\n".join(lines)
+
+
+def maximal_configurations(gpu: GPU) -> list[tuple[Instance, ...]]:
+    """Every valid set of instances to which no further instance can be added; each sorted
+    by (start, name), the list sorted."""
+    candidates = [(p.name, s) for p in gpu.profiles for s in p.starts]
+    found: set[tuple[Instance, ...]] = set()
+
+    def grow(placed: list[Instance], i: int) -> None:
+        extended = False
+        for j in range(i, len(candidates)):
+            nxt = [*placed, candidates[j]]
+            if check(gpu, nxt) is None:
+                extended = True
+                grow(nxt, j + 1)
+        if not extended and all(check(gpu, [*placed, c]) is not None for c in candidates):
+            found.add(tuple(sorted(placed, key=lambda x: (x[1], x[0]))))
+
+    grow([], 0)
+    return sorted(found, key=lambda c: [(s, n) for n, s in c])

@@ -1,0 +1,422 @@
+"""Hidden tests of gpu-sharing: the other GPUs, random placements and request mixes against
+an exhaustive search written here (never the learner's or the reference's code), unequal jobs
+for the sharing simulations, and the gates against the shortcuts.
+
+Examples are derandomized (harness.testing.hidden_settings), so a grade never depends on luck.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.testing import hidden_settings
+
+
+# layout: the public tests/conftest.py's fixtures, borrowed (hidden tests do not see it yet)
+@pytest.fixture(scope="module")
+def public(kata: Any) -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "gpu_sharing_public_conftest", kata.dir / "tests" / "conftest.py"
+    )
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def gpus(kata: Any) -> Any:
+    return kata.module("gpus")
+
+
+@pytest.fixture(scope="module")
+def mig(kata: Any) -> Any:
+    return kata.module("mig")
+
+
+@pytest.fixture(scope="module")
+def packer(kata: Any) -> Any:
+    return kata.module("packer")
+
+
+@pytest.fixture(scope="module")
+def sharing(kata: Any) -> Any:
+    return kata.module("sharing")
+
+
+@pytest.fixture(scope="module")
+def k8s(kata: Any) -> Any:
+    return kata.module("k8s_sharing")
+
+
+@pytest.fixture(scope="module")
+def workloads(kata: Any) -> Any:
+    return kata.module("workloads")
+
+
+# --------------------------------------------------------------------------- the grader's search
+def fits(gpu: Any, names: Sequence[str], referee: Any) -> bool:
+    """Exhaustive: some choice of starts places every profile of `names` on one GPU."""
+    order = list(names)
+    placed: list[tuple[str, int]] = []
+
+    def go(i: int) -> bool:
+        if i == len(order):
+            return True
+        for s in gpu.profile(order[i]).starts:
+            placed.append((order[i], s))
+            if referee(gpu, placed) is None and go(i + 1):
+                return True
+            placed.pop()
+        return False
+
+    return go(0)
+
+
+def groupings(n: int, k: int) -> Any:
+    """Every assignment of n items to at most k unlabelled groups (restricted growth)."""
+
+    def go(i: int, used: int, cur: list[int]) -> Any:
+        if i == n:
+            yield list(cur)
+            return
+        for g in range(min(used + 1, k)):
+            cur.append(g)
+            yield from go(i + 1, max(used, g + 1), cur)
+            cur.pop()
+
+    yield from go(0, 0, [])
+
+
+def min_gpus(gpu: Any, requests: Sequence[str], referee: Any) -> int:
+    for k in range(1, len(requests) + 1):
+        for assign in groupings(len(requests), k):
+            groups = [
+                [r for r, g in zip(requests, assign, strict=True) if g == j] for j in range(k)
+            ]
+            if all(fits(gpu, grp, referee) for grp in groups):
+                return k
+    return 0
+
+
+def max_placed(gpu: Any, requests: Sequence[str], k: int, referee: Any) -> int:
+    best = 0
+    # group k is "not placed"
+    for assign in groupings(len(requests), k + 1):
+        for waiting in range(k + 1):
+            groups = [
+                [r for r, g in zip(requests, assign, strict=True) if g == j]
+                for j in range(k + 1)
+                if j != waiting
+            ]
+            if all(fits(gpu, grp, referee) for grp in groups):
+                best = max(best, sum(len(g) for g in groups))
+    return best
+
+
+def all_maximal(gpu: Any, referee: Any) -> set[tuple[tuple[str, int], ...]]:
+    cands = [(p.name, s) for p in gpu.profiles for s in p.starts]
+    out: set[tuple[tuple[str, int], ...]] = set()
+
+    def go(placed: list[tuple[str, int]], i: int) -> None:
+        if all(referee(gpu, [*placed, c]) is not None for c in cands):
+            out.add(tuple(sorted(placed, key=lambda x: (x[1], x[0]))))
+        for j in range(i, len(cands)):
+            placed.append(cands[j])
+            if referee(gpu, placed) is None:
+                go(placed, j + 1)
+            placed.pop()
+
+    go([], 0)
+    return out
+
+
+def check_layout(gpu: Any, layout: Any, requests: Sequence[str], referee: Any) -> int:
+    for g in layout:
+        assert referee(gpu, g) is None, f"GPU {g}: {referee(gpu, g)}"
+    placed = Counter(gpu.profile(n).name for g in layout for n, _ in g)
+    assert not placed - Counter(gpu.profile(r).name for r in requests), placed
+    return sum(placed.values())
+
+
+# --------------------------------------------------------------------------- placement
+@pytest.mark.parametrize("name", ["A100-SXM4-80GB", "H100-SXM5-80GB"])
+def test_placement_lgipp_other_gpus(name: str, mig: Any, gpus: Any) -> None:
+    gpu = gpus.GPUS[name]
+    lines = mig.lgipp(gpu).splitlines()
+    assert lines[2] == "GPU  0 Profile ID 15 Placements: {0,2,4,6}:2"
+    assert lines[-1] == "GPU  0 Profile ID  0 Placement : {0}:8"
+
+
+@pytest.mark.kata_gate("accepts starts the profile table does not list (4g at 4, 2g at 6, 1g at 7)")
+@pytest.mark.parametrize("name", ["A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB"])
+def test_placement_only_the_tables_starts(name: str, mig: Any, gpus: Any) -> None:
+    gpu = gpus.GPUS[name]
+    for p in gpu.profiles:
+        for s in range(gpu.memory_slices):
+            got = mig.is_valid(gpu, [(p.name, s)])
+            assert got == (s in p.starts), f"{p.name} at {s}: valid={got}, -lgipp {p.starts}"
+    one_g = gpu.profiles[0].name
+    assert mig.free_starts(gpu, [(gpu.profiles[4].name, 0)], one_g) == [4, 5, 6]
+
+
+@st.composite
+def placements(draw: Any, gpu: Any) -> list[tuple[str, int]]:
+    n = draw(st.integers(0, 6))
+    cands = [(p.name, s) for p in gpu.profiles for s in range(gpu.memory_slices)]
+    return [draw(st.sampled_from(cands)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", ["A100-SXM4-40GB", "H100-SXM5-80GB"])
+def test_placement_random_sets_like_the_referee(
+    name: str, mig: Any, gpus: Any, public: Any
+) -> None:
+    gpu = gpus.GPUS[name]
+
+    @given(placements(gpu))
+    @hidden_settings(max_examples=150)
+    def run(placed: list[tuple[str, int]]) -> None:
+        expect = public.referee(gpu, placed) is None
+        assert mig.is_valid(gpu, placed) == expect, f"{placed}: {public.referee(gpu, placed)}"
+
+    run()
+
+
+def test_placement_free_instances_against_search(mig: Any, gpus: Any, public: Any) -> None:
+    gpu = gpus.H100_80GB
+    rng = random.Random(5)
+    configs = sorted(all_maximal(gpu, public.referee))
+    for _ in range(12):
+        base = list(rng.choice(configs))
+        placed = rng.sample(base, rng.randint(0, len(base)))
+        got = mig.free_instances(gpu, placed)
+        for p in gpu.profiles:
+            n = 0
+            while _fits_with(gpu, placed, p.name, n + 1, public.referee):
+                n += 1
+            assert got[p.name] == n, f"{placed}: {p.name} free {got[p.name]}, expected {n}"
+
+
+def _fits_with(gpu: Any, fixed: list[tuple[str, int]], name: str, k: int, referee: Any) -> bool:
+    """Exhaustive: k more instances of `name` fit next to `fixed` (which keep their starts)."""
+    placed = list(fixed)
+    starts = gpu.profile(name).starts
+
+    def go(i: int, lo: int) -> bool:
+        if i == k:
+            return True
+        for j in range(lo, len(starts)):  # identical instances: starts in increasing order
+            placed.append((name, starts[j]))
+            if referee(gpu, placed) is None and go(i + 1, j + 1):
+                return True
+            placed.pop()
+        return False
+
+    return referee(gpu, placed) is None and go(0, 0)
+
+
+def test_placement_maximal_configurations_h100(mig: Any, gpus: Any, public: Any) -> None:
+    gpu = gpus.H100_80GB
+    got = mig.maximal_configurations(gpu)
+    assert len(got) == len(set(got))
+    assert set(got) == all_maximal(gpu, public.referee)
+
+
+# --------------------------------------------------------------------------- packing
+NO_ME = ["1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
+
+
+@pytest.mark.kata_gate("the packer uses more GPUs than an exhaustive search on small mixes")
+def test_packing_fewest_gpus_against_exhaustive_search(packer: Any, gpus: Any, public: Any) -> None:
+    gpu = gpus.A100_40GB
+    rng = random.Random(2026)
+    weights = [5, 3, 4, 3, 1, 1]
+    for case in range(30):
+        requests = rng.choices(NO_ME, weights, k=rng.randint(2, 6))
+        layout = packer.pack(gpu, requests)
+        assert check_layout(gpu, layout, requests, public.referee) == len(requests)
+        best = min_gpus(gpu, requests, public.referee)
+        assert len(layout) == best, f"case {case}: {requests} on {len(layout)} GPUs, {best} do"
+
+
+@pytest.mark.kata_gate("pack_into places fewer requests than an exhaustive search on small mixes")
+def test_packing_most_requests_against_exhaustive_search(
+    packer: Any, gpus: Any, public: Any
+) -> None:
+    gpu = gpus.H100_80GB
+    names = ["1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb"]
+    rng = random.Random(7)
+    for case in range(14):
+        requests = rng.choices(names, [4, 2, 3, 3, 1], k=rng.randint(3, 6))
+        k = rng.choice([1, 1, 2])
+        layout = packer.pack_into(gpu, requests, k)
+        assert len(layout) <= k
+        got = check_layout(gpu, layout, requests, public.referee)
+        best = max_placed(gpu, requests, k, public.referee)
+        assert got == best, f"case {case}: {requests} on {k} GPU(s): {got} placed, {best} fit"
+
+
+def test_packing_place_is_exact(packer: Any, gpus: Any, public: Any) -> None:
+    gpu = gpus.A100_80GB
+    rng = random.Random(11)
+    names = [p.name for p in gpu.profiles]
+    for _ in range(60):
+        req = rng.choices(names, [6, 1, 3, 3, 2, 1, 1], k=rng.randint(1, 6))
+        got = packer.place(gpu, req)
+        if fits(gpu, req, public.referee):
+            assert got is not None, f"{req} fits"
+            assert public.referee(gpu, got) is None and sorted(n for n, _ in got) == sorted(req)
+        else:
+            assert got is None, f"{req} does not fit, got {got}"
+
+
+def test_packing_other_gpu_and_empty(packer: Any, gpus: Any, public: Any) -> None:
+    gpu = gpus.H100_80GB
+    assert packer.pack(gpu, []) == []
+    requests = ["3g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb", "1g.10gb+me", "4g.40gb"]
+    layout = packer.pack(gpu, requests)
+    assert check_layout(gpu, layout, requests, public.referee) == len(requests)
+    assert len(layout) == min_gpus(gpu, requests, public.referee)
+
+
+# --------------------------------------------------------------------------- sharing
+def rr(jobs: Sequence[Any], q: float, c: float) -> dict[str, float]:
+    """The grader's round robin, event by event."""
+    left = [[j.name, j.work_ms / j.fill] for j in jobs]
+    t, last, out = 0.0, None, {}
+    while left:
+        for item in list(left):
+            name, rem = item
+            if last not in (None, name):
+                t += c
+            run = min(q, rem)
+            t += run
+            last = name
+            item[1] = rem - run
+            if item[1] <= 1e-9:
+                out[name] = t
+                left.remove(item)
+    return out
+
+
+@pytest.mark.kata_gate("time-slicing charges a context switch when the same context keeps the GPU")
+def test_sharing_time_slicing_unequal_jobs(sharing: Any, workloads: Any) -> None:
+    Job = workloads.Job
+    jobs = [Job("long", 12.0, 1.0), Job("mid", 3.0, 0.6), Job("short", 1.0, 1.0)]
+    got = sharing.time_slicing(jobs, 2.0, 0.3).finish_ms
+    assert got == pytest.approx(rr(jobs, 2.0, 0.3), rel=1e-9)
+    # long runs alone after 11 ms of the others: its last slices pay no switches.
+    solo = [Job("a", 9.0, 1.0), Job("b", 0.5, 1.0)]
+    assert sharing.time_slicing(solo, 1.0, 0.25).finish_ms == pytest.approx(
+        {"a": 9.0 + 0.5 + 0.5, "b": 1.0 + 0.25 + 0.5}, rel=1e-9
+    )
+
+
+@st.composite
+def job_mixes(draw: Any, workloads: Any) -> list[Any]:
+    n = draw(st.integers(1, 5))
+    return [
+        workloads.Job(
+            f"j{i}",
+            draw(st.sampled_from([0.5, 1.0, 2.5, 4.0, 7.0])),
+            draw(st.sampled_from([0.1, 0.25, 0.5, 0.8, 1.0])),
+        )
+        for i in range(n)
+    ]
+
+
+def test_sharing_time_slicing_random(sharing: Any, workloads: Any) -> None:
+    @given(job_mixes(workloads), st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0.0, 0.1]))
+    @hidden_settings(max_examples=40)
+    def run(jobs: list[Any], q: float, c: float) -> None:
+        got = sharing.time_slicing(jobs, q, c).finish_ms
+        assert got == pytest.approx(rr(jobs, q, c), rel=1e-9, abs=1e-9)
+
+    run()
+
+
+def mps_events(jobs: Sequence[Any], pct: dict[str, float]) -> dict[str, float]:
+    want = {j.name: min(j.fill, pct.get(j.name, 100) / 100) for j in jobs}
+    left = {j.name: j.work_ms for j in jobs}
+    t, out = 0.0, {}
+    while left:
+        tot = sum(want[n] for n in left)
+        rate = {n: want[n] / max(1.0, tot) for n in left}
+        dt = min(left[n] / rate[n] for n in left)
+        t += dt
+        for n in list(left):
+            left[n] -= rate[n] * dt
+            if left[n] <= 1e-9:
+                out[n] = t
+                del left[n]
+    return out
+
+
+def test_sharing_mps_random(sharing: Any, workloads: Any) -> None:
+    @given(job_mixes(workloads), st.lists(st.sampled_from([10, 25, 50, 100]), max_size=5))
+    @hidden_settings(max_examples=40)
+    def run(jobs: list[Any], pcts: list[int]) -> None:
+        pct = {j.name: float(p) for j, p in zip(jobs, pcts, strict=False)}
+        got = sharing.mps(jobs, pct).finish_ms
+        assert got == pytest.approx(mps_events(jobs, pct), rel=1e-6)
+
+    run()
+
+
+def test_sharing_mig_h100_and_oom_order(sharing: Any, workloads: Any, gpus: Any) -> None:
+    Job = workloads.Job
+    h = gpus.H100_80GB
+    jobs = [Job("x", 6.0, 0.3), Job("y", 6.0, 0.1)]
+    got = sharing.mig(jobs, h, {"x": "1g.20gb", "y": "2g.20gb"}).finish_ms
+    assert got == pytest.approx({"x": 6.0 / (26 / 132), "y": 6.0 / 0.1})
+    order = [Job("s", 1, 1, 2.0), Job("big", 1, 1, 30.0), Job("t", 1, 1, 9.0)]
+    assert sharing.oom_failures(order, 41.0) == []
+    assert sharing.oom_failures(order, 39.0) == ["t"]  # 2 + 30 leave 7 for t's 9
+    assert sharing.oom_failures(order[::-1], 39.0) == ["s"]  # 9 + 30 leave nothing
+    assert sharing.oom_failures(order, 100.0, {"t": 8.0}) == ["t"]
+
+
+# --------------------------------------------------------------------------- kubernetes
+def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
+    cfg = {
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": True,
+                "resources": [
+                    {"name": "nvidia.com/gpu", "replicas": 3, "rename": "nvidia.com/gpu-ts"},
+                    {"name": "nvidia.com/mig-1g.10gb", "replicas": 2},
+                ],
+            }
+        }
+    }
+    assert k8s.advertised(cfg, 4) == {"nvidia.com/gpu-ts": 12, "nvidia.com/mig-1g.10gb.shared": 8}
+    mps = {
+        "sharing": {
+            "mps": {
+                "failRequestsGreaterThanOne": True,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": 8}],
+            }
+        }
+    }
+    assert not k8s.admit(mps, 2) and k8s.admit(mps, 1)
+    share = k8s.replica_share(mps, 141.0)
+    assert share["compute_percent"] == pytest.approx(12.5)
+    assert share["memory_gb"] == pytest.approx(141.0 / 8)
+    assert share["isolated"] is False
+    with pytest.raises(ValueError):
+        k8s.advertised(
+            {
+                "sharing": {
+                    "timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 0}]}
+                }
+            },
+            1,
+        )
