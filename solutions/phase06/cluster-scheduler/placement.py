@@ -27,11 +27,13 @@ def first_fit(
     """Each pod: the lowest-numbered node with enough free GPUs; its lowest free GPU ids."""
     if not _fits(free, pods, gpus_per_pod):
         return None
-    left = [set(f) for f in free]
+    left = [len(f) for f in free]
+    taken: dict[int, set[int]] = {}
     out: Pods = []
     for _ in range(pods):
-        n = next(n for n, f in enumerate(left) if len(f) >= gpus_per_pod)
-        out.append(_take(left[n], sorted(left[n])[:gpus_per_pod]))
+        n = next(n for n, c in enumerate(left) if c >= gpus_per_pod)
+        out.append(_take_lowest(free[n], taken.setdefault(n, set()), gpus_per_pod))
+        left[n] -= gpus_per_pod
     return out
 
 
@@ -42,13 +44,13 @@ def best_fit(
     node id); its lowest free GPU ids. Fills nodes up and keeps empty nodes whole."""
     if not _fits(free, pods, gpus_per_pod):
         return None
-    left = [set(f) for f in free]
+    left = [len(f) for f in free]
+    taken: dict[int, set[int]] = {}
     out: Pods = []
     for _ in range(pods):
-        n = min(
-            (n for n, f in enumerate(left) if len(f) >= gpus_per_pod), key=lambda n: len(left[n])
-        )
-        out.append(_take(left[n], sorted(left[n])[:gpus_per_pod]))
+        n = min((n for n, c in enumerate(left) if c >= gpus_per_pod), key=left.__getitem__)
+        out.append(_take_lowest(free[n], taken.setdefault(n, set()), gpus_per_pod))
+        left[n] -= gpus_per_pod
     return out
 
 
@@ -104,6 +106,12 @@ def _island_pick(topology: Topology, free: set[int], g: int) -> list[int]:
         if len(picked) == g:
             break
     return picked
+
+
+def _take_lowest(free: Collection[int], taken: set[int], g: int) -> list[int]:
+    gpus = sorted(x for x in free if x not in taken)[:g]
+    taken.update(gpus)
+    return gpus
 
 
 def _take(free: set[int], gpus: Sequence[int]) -> list[int]:

@@ -16,6 +16,11 @@ from .engine import Job, Plan, View
 from .placement import PLACEMENTS, Pods
 
 
+def _fits(free: list[set[int]], pods: int, g: int) -> bool:
+    """Whether `pods` pods of `g` GPUs fit at all (every placement finds room when this holds)."""
+    return sum(len(f) // g for f in free) >= pods
+
+
 class GangScheduler:
     """Gang scheduling over a FIFO queue, with EASY backfilling and priority preemption.
 
@@ -80,12 +85,18 @@ class GangScheduler:
         if not self.backfill or i >= len(queue):
             return plan
         shadow, reserved = self._reservation(view, queue[i], free, ends)
+        outside = [f - reserved for f in free]  # free GPUs the head does not need
         for job in queue[i + 1 :]:
+            if not _fits(free, job.pods, job.gpus_per_pod):
+                continue  # cheap count test first: most of a long queue fails it
             pods = self.place(topo, free, job.pods, job.gpus_per_pod)
             if pods is None or now + job.estimate * topo.slowdown(pods) > shadow:
-                pods = self.place(topo, [f - reserved for f in free], job.pods, job.gpus_per_pod)
+                pods = self.place(topo, outside, job.pods, job.gpus_per_pod)
             if pods is not None:
                 ends.append(self._bind(plan, free, job, pods, now, topo.slowdown(pods)))
+                taken = {g for p in pods for g in p}
+                for f in outside:
+                    f -= taken
         return plan
 
     @staticmethod
@@ -110,6 +121,8 @@ class GangScheduler:
         for end, _, gpus in sorted(ends, key=lambda e: (e[0], e[1])):
             for g in gpus:
                 future[topo.node_of(g)].add(g)
+            if not _fits(future, head.pods, head.gpus_per_pod):
+                continue  # the placements are complete: no need to ask before the counts fit
             pods = self.place(topo, future, head.pods, head.gpus_per_pod)
             if pods is not None:
                 return end, {g for p in pods for g in p}
