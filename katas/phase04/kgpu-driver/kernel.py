@@ -43,6 +43,18 @@ NOT_STARTED = "kgpu: not started: "
 LEAK = "kgpu: leak: "
 
 
+def _overrun() -> type[Exception]:
+    try:
+        from harness.hangs import Overrun
+    except ImportError:  # kernel.py run by hand, without the harness
+        return TimeoutError
+    return Overrun
+
+
+class ProgramTimeout(_overrun()):  # type: ignore[misc]
+    """A user program did not finish in time: the driver hung (or waited past its timeout)."""
+
+
 @dataclass(frozen=True)
 class Built:
     kernel: Path  # the kernel process: kshim.c + kgpu_hw.c + kgpu.c
@@ -125,36 +137,44 @@ class Kernel:
         return env
 
     def run(
-        self, argv: Sequence[str | Path], timeout: float = 20.0, **extra: str
+        self, argv: Sequence[str | Path], timeout: float = 10.0, **extra: str
     ) -> subprocess.CompletedProcess[str]:
-        """Run a user program to its end; TimeoutError when it takes longer than `timeout`."""
-        try:
-            return subprocess.run(
-                [str(a) for a in argv],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=self.env(**extra),
-                check=False,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise TimeoutError(
-                f"{Path(str(argv[0])).name} did not finish within {timeout:g} s "
-                f"(a WAIT that ignores its timeout, a lock never released?)"
-            ) from e
+        """Run a user program to its end. One that outlives `timeout` (cut to the test's time
+        left) raises ProgramTimeout, and harness.hangs remembers this build of the driver: a
+        later test's program fails at once instead of waiting again (hang once, fail fast)."""
+        from harness import hangs
 
-    def python(self, code: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+        label = "kgpu.c (a user program waiting on the driver)"
+        with hangs.running(hangs.NATIVE, f"kgpu-kernel:{self.built.kernel}", label):
+            limit = hangs.launch_limit(timeout)
+            try:
+                return subprocess.run(
+                    [str(a) for a in argv],
+                    capture_output=True,
+                    text=True,
+                    timeout=limit,
+                    env=self.env(**extra),
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                raise ProgramTimeout(
+                    f"{Path(str(argv[0])).name} did not finish within {limit:.3g} s (a WAIT "
+                    "that ignores its timeout, a lock never released?)\n"
+                    f"--- kernel log ---\n{_tail(self.log())}"
+                ) from None
+
+    def python(self, code: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run Python code (it may `import kgpu`) as a user program."""
-        return self.run([sys.executable, "-c", code], timeout=timeout)
+        return self.run([sys.executable, "-S", "-c", code], timeout=timeout)  # -S: stdlib only
 
-    def program(self, body: str, timeout: float = 20.0) -> dict[str, Any]:
+    def program(self, body: str, timeout: float = 10.0) -> dict[str, Any]:
         """Run PRELUDE + body as a Python user program; its `out` dict. A stub's KGPU_TODO
         raises KataTodo (not started); a failing program raises AssertionError with its error
         and the kernel's log."""
         proc = self.python(PRELUDE + body + "\nprint(json.dumps(out))\n", timeout=timeout)
         return self.result(proc, "the Python user program")
 
-    def umd(self, program: Path, *args: str | int, timeout: float = 20.0) -> dict[str, Any]:
+    def umd(self, program: Path, *args: str | int, timeout: float = 10.0) -> dict[str, Any]:
         """Run umd.c's program with `args`; the JSON line it printed."""
         proc = self.run([program, *(str(a) for a in args)], timeout=timeout)
         return self.result(proc, f"umd {' '.join(str(a) for a in args)}")

@@ -231,7 +231,7 @@ e.push(kgpu.FILL, a=0, length=8, b=2)
 e.wait(e.submit(), 5 * 10**9)
 out["other"] = e.vram[0]
 """,
-        timeout=15,
+        timeout=8,
     )
     assert out["wait"] == "ETIME", f"WAIT on a hung GPU must give up with ETIME, got {out}"
     assert 0.15 <= out["waited"] < 5, f"a 200 ms timeout took {out['waited']:.2f} s"
@@ -285,7 +285,7 @@ import threading
 a = kgpu.Device(); a.map()
 a.push(kgpu.HANG)
 fa = a.submit()
-waiter = threading.Thread(target=lambda: out.__setitem__("a", errno_of(a.wait, fa, 1_500_000_000)))
+waiter = threading.Thread(target=lambda: out.__setitem__("a", errno_of(a.wait, fa, 1_200_000_000)))
 waiter.start()
 time.sleep(0.1)                   # a sleeps in WAIT now
 b = kgpu.Device(); b.map()
@@ -296,10 +296,10 @@ out["b_took"] = time.monotonic() - t
 out["b"] = b.vram[0]
 waiter.join()
 """,
-        timeout=15,
+        timeout=8,
     )
     assert out["b"] == 9 and out["a"] == "ETIME"
-    assert out["b_took"] < 1.0, (
+    assert out["b_took"] < 0.6, (
         f"context b waited {out['b_took']:.2f} s while a slept in WAIT: never hold a lock "
         "shared between contexts while sleeping"
     )
