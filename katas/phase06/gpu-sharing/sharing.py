@@ -19,16 +19,21 @@ from .workloads import Job, Outcome  # noqa: F401  (you will need them)
 
 
 def time_slicing(jobs: Sequence[Job], slice_ms: float, switch_ms: float) -> Outcome:
+    """Round robin over the jobs in their order, one context on the GPU at a time (running
+    at its own fill), `slice_ms` each, `switch_ms` of idle GPU whenever another context takes
+    over. ValueError unless slice_ms > 0 and switch_ms >= 0."""
     todo("time_slicing")
 
 
 def mps(jobs: Sequence[Job], percentage: Mapping[str, float] | None = None) -> Outcome:
-    """`percentage`: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job name (default 100)."""
+    """Every job at once; `percentage`: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE per job name
+    (default 100; ValueError outside (0, 100])."""
     todo("mps")
 
 
 def mig(jobs: Sequence[Job], gpu: GPU, instance: Mapping[str, str]) -> Outcome:
-    """`instance`: the MIG profile name each job runs in, one instance per job."""
+    """Each job alone in its own MIG instance; `instance`: the profile name of each job's
+    instance (on `gpu`)."""
     todo("mig")
 
 

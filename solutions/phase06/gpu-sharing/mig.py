@@ -47,6 +47,7 @@ def check(gpu: GPU, placed: Sequence[Instance]) -> str | None:
 
 
 def is_valid(gpu: GPU, placed: Sequence[Instance]) -> bool:
+    """Whether the GPU accepts every instance of `placed` together (check() finds nothing)."""
     return check(gpu, placed) is None
 
 

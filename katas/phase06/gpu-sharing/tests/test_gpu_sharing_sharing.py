@@ -77,7 +77,9 @@ def test_sharing_memory_isolation(sharing: Any, workloads: Any) -> None:
     assert sharing.oom_failures(jobs, 40.0, {n: 10.0 for n in ("greedy", "x", "y")}) == ["greedy"]
 
 
-def test_sharing_compare_the_three(sharing: Any, workloads: Any, gpus: Any) -> None:
+def test_sharing_compare_the_three(
+    sharing: Any, workloads: Any, gpus: Any, kata_metrics: Any
+) -> None:
     """The README's table: the mix of two inference servers and a training job."""
     jobs = workloads.INFERENCE_AND_TRAINING
     ts = sharing.time_slicing(jobs, 2.0, 0.1)
@@ -91,6 +93,9 @@ def test_sharing_compare_the_three(sharing: Any, workloads: Any, gpus: Any) -> N
     # MIG: the inference jobs keep their latency whatever train does, but train gets 4/7.
     assert mg.finish_ms["infer-a"] == pytest.approx(5 / (14 / 108))
     assert mg.finish_ms["train"] == pytest.approx(60 / (56 / 108))
+    for label, out in (("time-slicing", ts), ("MPS", mp), ("MIG", mg)):
+        kata_metrics[f"{label}: mean latency (ms)"] = round(out.mean_latency_ms, 2)
+        kata_metrics[f"{label}: jobs/s"] = round(out.throughput_per_s, 1)
 
 
 # --------------------------------------------------------------------------- kubernetes

@@ -382,6 +382,9 @@ def test_sharing_mig_h100_and_oom_order(sharing: Any, workloads: Any, gpus: Any)
     assert sharing.oom_failures(order, 39.0) == ["t"]  # 2 + 30 leave 7 for t's 9
     assert sharing.oom_failures(order[::-1], 39.0) == ["s"]  # 9 + 30 leave nothing
     assert sharing.oom_failures(order, 100.0, {"t": 8.0}) == ["t"]
+    for q, c in ((0.0, 0.1), (-1.0, 0.1), (1.0, -0.5)):
+        with pytest.raises(ValueError):
+            sharing.time_slicing(jobs, q, c)
 
 
 # --------------------------------------------------------------------------- kubernetes
