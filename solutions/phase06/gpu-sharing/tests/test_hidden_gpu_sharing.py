@@ -423,3 +423,6 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
             },
             1,
         )
+    both = {"sharing": {**cfg["sharing"], **mps["sharing"]}}
+    with pytest.raises(ValueError):
+        k8s.advertised(both, 1)
