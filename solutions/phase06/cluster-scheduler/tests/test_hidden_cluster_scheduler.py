@@ -96,8 +96,6 @@ def run_reference(kata_budget: Any, checker: Any, trace: dict[str, Any], make: A
 # --------------------------------------------------------------------------- placement
 @st.composite
 def states(draw: Any) -> tuple[Any, list[set[int]], int, int]:
-    from harness.testing import hidden_settings as _  # noqa: F401  (keeps imports together)
-
     racks, per_rack = draw(st.integers(1, 3)), draw(st.integers(1, 4))
     per_node = draw(st.sampled_from([2, 4, 8]))
     island = draw(st.sampled_from([d for d in (1, 2, 4, 8) if per_node % d == 0]))
