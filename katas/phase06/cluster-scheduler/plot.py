@@ -15,12 +15,12 @@ W, H, PAD_L, GAP = 640, 150, 58, 46
 
 
 def _steps(points: Sequence[tuple[float, float]], sx: object, sy: object, limit: int) -> str:
-    # Keep at most `limit` points: the maximum of each bucket, so that spikes stay visible.
+    # Keep at most `limit` points: each bucket at its first time with its largest value (spikes
+    # stay visible), and the very last point (where the run ends).
     if len(points) > limit:
         size = -(-len(points) // limit)
-        points = [
-            max(points[i : i + size], key=lambda p: p[1]) for i in range(0, len(points), size)
-        ]
+        buckets = [points[i : i + size] for i in range(0, len(points), size)]
+        points = [(b[0][0], max(v for _, v in b)) for b in buckets] + [points[-1]]
     out, prev = [], None
     for t, v in points:
         x, y = sx(t), sy(v)  # type: ignore[operator]
