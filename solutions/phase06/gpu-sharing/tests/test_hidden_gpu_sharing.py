@@ -426,3 +426,58 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
     both = {"sharing": {**cfg["sharing"], **mps["sharing"]}}
     with pytest.raises(ValueError):
         k8s.advertised(both, 1)
+
+
+# --------------------------------------------------------------------------- a made-up GPU
+def made_up(gpus: Any) -> Any:
+    """A GPU no table in the README describes (4 memory and 4 compute slices, a 3g profile
+    on all four memory slices, a 2g only at 0 and 2): only code that reads gpus.py's table
+    gets it right."""
+    P = gpus.Profile
+    return gpus.GPU(
+        "MADE-UP-4",
+        4,
+        4,
+        40,
+        24,
+        (
+            P("1g.6gb", 14, 1, 1, (0, 1, 2, 3), 4, 10, 6),
+            P("1g.6gb+me", 21, 1, 1, (0, 1, 2, 3), 1, 10, 6),
+            P("2g.12gb", 5, 2, 2, (0, 2), 2, 20, 12),
+            P("3g.24gb", 7, 3, 4, (0,), 1, 30, 24),
+            P("4g.24gb", 0, 4, 4, (0,), 1, 40, 24),
+        ),
+    )
+
+
+def test_placement_made_up_gpu(mig: Any, gpus: Any, public: Any) -> None:
+    gpu = made_up(gpus)
+    assert mig.lgipp(gpu).splitlines() == [
+        "GPU  0 Profile ID 14 Placements: {0,1,2,3}:1",
+        "GPU  0 Profile ID 21 Placements: {0,1,2,3}:1",
+        "GPU  0 Profile ID  5 Placements: {0,2}:2",
+        "GPU  0 Profile ID  7 Placement : {0}:4",
+        "GPU  0 Profile ID  0 Placement : {0}:4",
+    ]
+    assert mig.is_valid(gpu, [("2g.12gb", 2), ("1g.6gb", 0), ("1g.6gb+me", 1)])
+    assert not mig.is_valid(gpu, [("2g.12gb", 1)])
+    assert mig.free_instances(gpu, [("2g.12gb", 0)]) == {
+        "1g.6gb": 2,
+        "1g.6gb+me": 1,
+        "2g.12gb": 1,
+        "3g.24gb": 0,
+        "4g.24gb": 0,
+    }
+    assert set(mig.maximal_configurations(gpu)) == all_maximal(gpu, public.referee)
+
+
+def test_packing_made_up_gpu(packer: Any, gpus: Any, public: Any) -> None:
+    gpu = made_up(gpus)
+    rng = random.Random(4)
+    names = ["1g.6gb", "2g.12gb", "3g.24gb", "4g.24gb"]
+    for case in range(12):
+        requests = rng.choices(names, [4, 3, 1, 1], k=rng.randint(2, 6))
+        layout = packer.pack(gpu, requests)
+        assert check_layout(gpu, layout, requests, public.referee) == len(requests)
+        best = min_gpus(gpu, requests, public.referee)
+        assert len(layout) == best, f"case {case}: {requests} on {len(layout)} GPUs, {best} do"
