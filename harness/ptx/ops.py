@@ -21,16 +21,13 @@ the instruction raises :class:`PtxContractionError`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .decoder import Decoder, Exec, State
 from .memory import PtxMemoryError
 from .parser import TYPE_BITS, Address, Instruction, PtxUnsupportedError, Reg, Symbol, Vector
 from .values import dtype_of, flush, round_to_f32, two_sum
-
-if TYPE_CHECKING:
-    from .interp import Decoder, Exec, State
 
 __all__ = ["HANDLERS", "PtxContractionError"]
 

@@ -31,29 +31,14 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..results import RunResult
+from .options import ReportOptions
 
 # Gradescope's visibility levels, from most to least hidden.
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    """What a writer may need besides the results: where things are, and grader settings."""
-
-    root: Path
-    results_dir: Path
-    hidden_visibility: str = "after_published"  # Gradescope visibility of hidden tests
-    step_summary: bool = True  # append the markdown summary to $GITHUB_STEP_SUMMARY when set
-    junit_family: str = "xunit2"  # JUnit shape: xunit2 (schema-valid) or xunit1 (per-test props)
-
-    @property
-    def artifacts_dir(self) -> Path:
-        return self.results_dir / "artifacts"
 
 
 Writer = Callable[[RunResult, Path, ReportOptions], None]

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ERROR, RunResult
-from . import ReportOptions
 from .common import cap, error_summary, errors, rows, test_code
+from .options import ReportOptions
 
 OUTPUT_LIMIT = 500
 

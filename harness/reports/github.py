@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results import ERROR, RunResult
-from . import ReportOptions
 from .common import cap, kata_rows
+from .options import ReportOptions
 
 _MESSAGE_LIMIT = 1000  # environment variables are capped at 128 KiB each on Linux
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..results import RunResult
-from . import ReportOptions
 from .charts import budget
 from .common import error_summary, errors, fmt_points, notes_text, rows
+from .options import ReportOptions
 
 
 def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:

@@ -38,9 +38,9 @@ from ..results import (
     TASK_SKIPPED,
     RunResult,
 )
-from . import ReportOptions
 from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
 from .common import NOT_RUN, Row, errors, fmt_points, gate_line, kata_rows
+from .options import ReportOptions
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "report"
 

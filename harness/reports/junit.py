@@ -20,8 +20,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..results import ERROR, PASSED, SKIPPED, RunResult
-from . import ReportOptions
 from .common import NOT_RUN, Row, fmt_points, kata_rows
+from .options import ReportOptions
 
 FAMILIES = ("xunit2", "xunit1")
 

@@ -18,8 +18,8 @@ from ..results import (
     TASK_PASSED,
     RunResult,
 )
-from . import ReportOptions
 from .common import error_summary, fmt_points, rows
+from .options import ReportOptions
 
 _ICON = {
     TASK_PASSED: "✅",

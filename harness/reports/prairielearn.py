@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..results import RunResult
-from . import ReportOptions
 from .charts import artefact_images, chart_images
 from .common import error_summary, fmt_points, notes_text, rows
+from .options import ReportOptions
 
 
 def _images(images: list[Any]) -> list[dict[str, str]]:
