@@ -56,7 +56,7 @@ from .results import (
     ResultBuilder,
 )
 from .tiers import Capabilities, probe
-from .timekeeper import TestLimit, TimeKeeper
+from .timekeeper import RUN_HANG_S, RUN_QUICK_S, TestLimit, TimeKeeper
 
 # The parts of the harness that are pytest plugins of their own, loaded when present. Checked by
 # file, not by import, so start-up stays cheap.
@@ -145,6 +145,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the katas still to run (graders: set it below the platform's own limit)",
     )
     g.addoption(
+        "--kata-hang-allowance",
+        type=float,
+        default=float(os.environ.get("KATA_HANG_ALLOWANCE") or RUN_HANG_S),
+        metavar="SECONDS",
+        help="after the run lost SECONDS to tests that hung or ran out their limit, later tests "
+        f"get at most {RUN_QUICK_S:g} s each, and after a quarter more none runs "
+        f"(default {RUN_HANG_S:g})",
+    )
+    g.addoption(
         "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
     )
     g.addoption("--kata-no-budgets", action="store_true", help="skip performance-budget tests")
@@ -178,6 +187,9 @@ def pytest_configure(config: pytest.Config) -> None:
     budget = float(config.option.kata_time_budget or 0)
     if budget < 0:
         raise pytest.UsageError(f"--kata-time-budget={budget:g}: must be a number of seconds")
+    allowance = float(config.option.kata_hang_allowance)
+    if allowance <= 0:
+        raise pytest.UsageError(f"--kata-hang-allowance={allowance:g}: must be a number of seconds")
     hangs.forget_all()  # a new session (pytester runs several in one process)
     state = KataState(
         root=root,
@@ -186,7 +198,7 @@ def pytest_configure(config: pytest.Config) -> None:
         hidden=config.option.kata_hidden,
         results_dir=results_dir,
         reports=list(config.option.kata_report),
-        keeper=TimeKeeper(budget, started),
+        keeper=TimeKeeper(budget, started, allowance),
     )
     if started is not None:
         state.started = started
@@ -453,13 +465,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if reason:
         info.fail_reason, info.fail_fast = reason, True
         return (yield)
-    item.stash[TEST_LIMIT] = state.keeper.limit(info.manifest, upcoming, enabled)
+    limit = item.stash[TEST_LIMIT] = state.keeper.limit(info.manifest, upcoming, enabled)
     start = time.monotonic()
     try:
         return (yield)
     finally:
         hang = _HANGS_BY_NODEID.pop(item.nodeid, None)
-        state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang)
+        # A test that passed lost nothing, however close to its limit it came.
+        failed = item.nodeid in _FAILED
+        _FAILED.discard(item.nodeid)
+        limit_s = limit.seconds if failed else 0.0
+        state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang, limit_s)
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: other plugins' wrappers set up first
@@ -630,6 +646,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """In the process that dispatched the test: code that hung there is known hung here too, so
     a sandbox child forked later fails fast on it; and its test is charged with the hang."""
     rec = KataReportInfo.of(report)
+    if rec is not None and report.failed:
+        _FAILED.add(report.nodeid)
     if rec is not None and rec.hang is not None:
         hang = rec.hang
         hangs.record(hang)
@@ -640,6 +658,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _HANGS_BY_NODEID: dict[str, hangs.Hang] = {}
+_FAILED: set[str] = set()  # tests whose report failed, until their protocol wrapper ends
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):

@@ -5,6 +5,12 @@ kata test, whether it may run and for how long:
 
 - a kata whose import hung, or whose tests used up its ``time_budget``, fails its remaining
   tests at once with one sentence naming the cause;
+- time *lost* to limits (a test that hung or ran out its limit) is counted apart from honest run
+  time: the first hang of a kata waits out the kata's ``time_limit``, later ones share what is
+  left of the kata's :func:`hang_allowance` (a kata that hung already gets no full limit per
+  distinct kernel), and a run that has lost its allowance (:data:`RUN_HANG_S`) gives each later
+  test at most :data:`RUN_QUICK_S`, failing the rest at once after a quarter more. An honest
+  solution loses nothing, however slow the machine: only the kata budget applies to it;
 - a run budget (``--kata-time-budget``) is spread over the katas still to run, in proportion to
   their budgets, keeping a reserve for writing the reports;
 - the test's own limit is the kata's ``time_limit`` cut to what the kata and the run have left.
@@ -25,6 +31,28 @@ DEFAULT_BUDGET_LIMITS = 4
 DEFAULT_BUDGET_MIN_S = 120.0
 DEFAULT_BUDGET_MAX_S = 300.0
 MIN_TEST_S = 0.5  # less than this left: fail at once rather than start a test that cannot finish
+
+# Time lost to limits. A kata's first hang waits out its time_limit in full; after it the kata may
+# lose that much again, at most AFTER_HANG_S more and KATA_HANG_CAP_S in all, unless time_limit
+# alone is more (then time_limit + AFTER_HANG_MIN_S): with start-up, a kata that hangs everywhere
+# ends within 2 minutes.
+AFTER_HANG_S = 30.0
+AFTER_HANG_MIN_S = 10.0
+KATA_HANG_CAP_S = 90.0
+# A run (each pytest process) that lost RUN_HANG_S to hangs gives every later test at most
+# RUN_QUICK_S, and fails the rest at once after a quarter as much again: `pytest katas` with every
+# learner file hanging ends within 10 minutes, however many katas there are.
+RUN_HANG_S = 240.0
+RUN_QUICK_S = 10.0
+OVERRAN = 0.95  # a test that used this much of its limit lost its time to the limit
+
+
+def hang_allowance(time_limit: float) -> float:
+    """Seconds a kata may lose to tests that hang or run out their limit."""
+    again = min(time_limit, AFTER_HANG_S)
+    return max(
+        min(time_limit + again, KATA_HANG_CAP_S), time_limit + min(time_limit, AFTER_HANG_MIN_S)
+    )
 
 
 def default_budget(time_limit: float) -> float:
@@ -54,19 +82,32 @@ class KataClock:
     tests in between (xdist) does not charge them to this one."""
 
     budget: float
+    allowance: float = math.inf  # seconds it may lose to limits (hang_allowance)
     share_note: str = ""  # set when the run budget cut the kata's budget
     used: list[tuple[str, float, str]] = field(default_factory=list)  # (test, seconds, hung in)
+    lost: list[tuple[str, float, str]] = field(default_factory=list)  # those that overran
+    fatal: str = ""  # a cause that fails every remaining test (an import that hung)
 
     @property
     def left(self) -> float:
         return self.budget - sum(u[1] for u in self.used)
 
-    fatal: str = ""  # a cause that fails every remaining test (an import that hung)
+    @property
+    def hang_left(self) -> float:
+        return self.allowance - sum(u[1] for u in self.lost)
 
 
 class TimeKeeper:
-    def __init__(self, run_budget: float = 0.0, run_started: float | None = None) -> None:
+    def __init__(
+        self,
+        run_budget: float = 0.0,
+        run_started: float | None = None,
+        hang_allowance: float = RUN_HANG_S,
+    ) -> None:
         self.run_budget = run_budget
+        # Past hang_allowance lost, later tests get RUN_QUICK_S; past a quarter more, none.
+        self.hang_allowance = hang_allowance
+        self.hang_stop = 1.25 * hang_allowance
         # The run's end in this process's monotonic clock; run_started is a time.time() stamp
         # (the xdist controller's), so every worker counts from the same moment.
         started = time.time() if run_started is None else run_started
@@ -76,6 +117,11 @@ class TimeKeeper:
             else math.inf
         )
         self.katas: dict[Path, KataClock] = {}
+        self.lost: list[tuple[str, float, str]] = []  # every test of the run that overran
+
+    @property
+    def run_lost(self) -> float:
+        return sum(u[1] for u in self.lost)
 
     # ----------------------------------------------------------------- before a test
     def clock(self, manifest: Any, upcoming: list[Any]) -> KataClock:
@@ -85,7 +131,7 @@ class TimeKeeper:
         if key not in self.katas:
             now = time.monotonic()
             budget = budget_of(manifest)
-            clock = KataClock(budget)
+            clock = KataClock(budget, hang_allowance(float(manifest.time_limit)))
             if self.run_deadline < math.inf:
                 weights = {m.dir: budget_of(m) for m in upcoming}
                 weights.setdefault(key, budget)
@@ -102,6 +148,15 @@ class TimeKeeper:
         clock = self.clock(manifest, upcoming)
         if clock.fatal:
             return clock.fatal
+        if enabled and clock.hang_left < MIN_TEST_S:
+            return f"the kata lost its {clock.allowance:.0f} s allowance for hangs: " + _worst(
+                clock.lost
+            )
+        if enabled and self.run_lost >= self.hang_stop:
+            return (
+                f"the run lost {self.run_lost:.0f} s to tests that hung or ran out their limit "
+                f"(its allowance is {self.hang_stop:.0f} s): " + _worst(self.lost)
+            )
         now = time.monotonic()
         if min(clock.left if enabled else math.inf, self.run_deadline - now) < MIN_TEST_S:
             return self._ran_out(clock, now)
@@ -120,6 +175,23 @@ class TimeKeeper:
                 max(MIN_TEST_S, kata_left),
                 f"what was left of the kata's {clock.budget:.0f} s time budget{clock.share_note}",
             )
+        if enabled and clock.lost and clock.hang_left < (best.seconds or math.inf):
+            best = TestLimit(
+                max(MIN_TEST_S, clock.hang_left),
+                f"what was left of the kata's {clock.allowance:.0f} s allowance for hangs: "
+                + _worst(clock.lost),
+            )
+        run_quick = min(RUN_QUICK_S, self.hang_stop - self.run_lost)
+        if (
+            enabled
+            and self.run_lost >= self.hang_allowance
+            and run_quick < (best.seconds or math.inf)
+        ):
+            best = TestLimit(
+                max(MIN_TEST_S, run_quick),
+                f"the run has lost {self.run_lost:.0f} s to tests that hung: later tests get "
+                f"{RUN_QUICK_S:.0f} s",
+            )
         if run_left < (best.seconds or math.inf):
             best = TestLimit(
                 max(MIN_TEST_S, run_left),
@@ -128,11 +200,20 @@ class TimeKeeper:
         return best
 
     # ----------------------------------------------------------------- after a test
-    def spent(self, manifest: Any, test: str, seconds: float, hang: Hang | None = None) -> None:
+    def spent(
+        self, manifest: Any, test: str, seconds: float, hang: Hang | None = None, limit: float = 0
+    ) -> None:
+        """Charge a test's time to its kata; `limit`: its wall limit (0: none). Time is lost
+        when the test hung (`hang`) or used (nearly) all of its limit."""
         clock = self.katas.get(manifest.dir)
         if clock is None:
             return
-        clock.used.append((test, seconds, hang.label if hang else ""))
+        entry = (test, seconds, hang.label if hang else "")
+        clock.used.append(entry)
+        if hang is not None or (limit > 0 and seconds >= OVERRAN * limit):
+            clock.lost.append(entry)
+            kata = getattr(manifest, "id", manifest.dir.name)
+            self.lost.append((f"{test} of {kata}", seconds, entry[2]))
         if hang is not None and hang.kind == IMPORT and not clock.fatal:
             clock.fatal = f"{hang.cause} (in {hang.test})"
 
@@ -143,6 +224,12 @@ class TimeKeeper:
             head = f"the kata's {clock.budget:.0f} s time budget{clock.share_note} ran out"
         if not clock.used:
             return head + " before this kata started"
-        test, seconds, where = max(clock.used, key=lambda u: u[1])
-        tail = f"{test} used {seconds:.0f} s" + (f" (hung in {where})" if where else "")
-        return f"{head}: {tail}"
+        return f"{head}: {_worst(clock.used)}"
+
+
+def _worst(used: list[tuple[str, float, str]]) -> str:
+    """The test that used the most time: "test_x used 20 s (hung in calc.py)"."""
+    if not used:
+        return "no test"
+    test, seconds, where = max(used, key=lambda u: u[1])
+    return f"{test} used {seconds:.0f} s" + (f" (hung in {where})" if where else "")

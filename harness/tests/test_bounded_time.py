@@ -448,3 +448,121 @@ def test_a_hanging_python_function_waits_once_and_later_calls_fail_at_once(
     assert tests[0]["message"].startswith("exceeded 2 s wall time"), tests[0]["message"]
     for t in tests[1:]:
         assert t["message"].startswith("add() in calc.py hung in test_one[0] (exceeded 2 s"), t
+
+
+def test_time_lost_to_hangs_is_bounded_apart_from_honest_time() -> None:
+    from harness import timekeeper as tk
+
+    assert tk.hang_allowance(2) == 4 and tk.hang_allowance(20) == 40
+    assert tk.hang_allowance(60) == 90 and tk.hang_allowance(90) == 100
+    assert tk.hang_allowance(120) == 130
+    a, b = _M("a", 20, 1000), _M("b", 20, 1000)
+    keeper = TimeKeeper()
+    # Honest time, however much, costs no allowance: the first hang still waits its full limit.
+    for i in range(30):
+        keeper.limit(a, [a])
+        keeper.spent(a, f"test_slow[{i}]", 18.0, limit=20)  # 90 % of its limit: honest
+    assert keeper.limit(a, [a]).seconds == 20 and keeper.fail_now(a, [a]) == ""
+    hang = hangs.Hang(hangs.KERNEL, "k", "kernel spin", "test_x", "spin: did not finish")
+    keeper.spent(a, "test_x", 20.0, hang, limit=20)
+    assert keeper.limit(a, [a]).seconds == 20, "the kata may lose its time_limit once more"
+    keeper.spent(a, "test_y", 19.5, None, limit=20)  # no hang named, but it ran out its limit
+    limit = keeper.limit(a, [a])
+    assert limit.seconds == tk.MIN_TEST_S, limit
+    assert "the kata's 40 s allowance for hangs: test_x used 20 s (hung in kernel spin)" in (
+        limit.why
+    )
+    keeper.spent(a, "test_z", 0.5, None, limit=limit.seconds)
+    reason = keeper.fail_now(a, [a])
+    assert reason == (
+        "the kata lost its 40 s allowance for hangs: test_x used 20 s (hung in kernel spin)"
+    )
+    assert keeper.fail_now(a, [a], enabled=False) == "", "--kata-no-timeout: no limits"
+    assert keeper.fail_now(b, [b]) == "" and keeper.limit(b, [b]).seconds == 20
+    # The run lost 40 s so far; katas that lose more bring it past RUN_HANG_S: later tests of
+    # any kata get RUN_QUICK_S, and a quarter of RUN_HANG_S later the rest fail at once.
+    for i in range(4):
+        k = _M(f"k{i}", 60, 1000)
+        keeper.limit(k, [k])
+        keeper.spent(k, "test_hang", 60.0, None, limit=60)
+    assert keeper.run_lost == 280
+    assert keeper.limit(b, [b]).seconds == tk.RUN_QUICK_S
+    assert "the run has lost 280 s to tests that hung" in keeper.limit(b, [b]).why
+    keeper.spent(b, "test_q", 10.0, None, limit=10)
+    assert keeper.fail_now(b, [b]) == ""
+    keeper.spent(b, "test_r", 10.0, None, limit=10)
+    reason = keeper.fail_now(_M("c", 5, 100), [])
+    assert reason.startswith("the run lost 300 s to tests that hung or ran out their limit"), reason
+    assert reason.endswith("(its allowance is 300 s): test_hang of k0 used 60 s"), reason
+
+
+# --------------------------------------------------------------------------- time lost to hangs
+# Eight functions that each loop: hang-once-fail-fast alone would wait once per function.
+MANY_LOOPS = "".join(
+    f"def f{i}(a, b):\n    while True:\n        pass\n\n\n" for i in range(N_TESTS)
+)
+MANY_TESTS = f"""\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def calc(kata):
+    return kata.module("calc")
+
+
+@pytest.mark.parametrize("i", range({N_TESTS}))
+def test_one(calc, i):
+    assert getattr(calc, f"f{{i}}")(i, 1) == i + 1
+"""
+
+
+@pytest.mark.parametrize("mode", ["subprocess", "subprocess -n 2", "inline, no sandbox"])
+def test_a_kata_hanging_in_many_places_loses_its_allowance_once(repo: KataRepo, mode: str):
+    _kata(repo, "many", MANY_LOOPS, public=MANY_TESTS)  # time_limit 2 s: an allowance of 4 s
+    args = ["-n", "2"] if "-n 2" in mode else []
+    inline = "inline" in mode
+    if inline:
+        args.append("--kata-no-sandbox")
+    result, wall = _run(repo, *args, subprocess=not inline)
+    out = result.stdout.str()
+    kata = _report(repo)["katas"][0]
+    workers = 2 if args[:1] == ["-n"] else 1
+    # Two distinct hangs of 2 s use up the 4 s (per worker), not 8 x 2 s.
+    assert _spent(kata) < workers * (4 + 1.5), f"{_spent(kata):.1f} s\n{out}"
+    assert wall < WALL_SLACK_S, f"{wall:.1f} s"
+    tests = _tests(kata)
+    assert len(tests) == N_TESTS, "every test is in the report"
+    waited = [t for t in tests if "exceeded " in t["message"] and " s wall time (" in t["message"]]
+    cut = [t for t in tests if t["message"].startswith("the kata lost its 4 s allowance for hangs")]
+    assert 1 <= len(waited) <= 2 * workers and len(waited) + len(cut) == N_TESTS, out
+    assert "hung in f" in cut[0]["message"] and "() in calc.py)" in cut[0]["message"], cut[0]
+    assert kata["status"] == "error"
+    assert any("allowance for hangs" in e for e in kata["errors"]), kata["errors"]
+
+
+SLOW_BUT_HONEST = "import time\n\n\ndef add(a, b):\n    time.sleep(0.2)\n    return a + b\n"
+
+
+def test_a_run_that_lost_its_allowance_cuts_later_katas_and_honest_time_costs_none(
+    repo: KataRepo,
+):
+    # 8 x 0.2 s: more than the kata's 1.2 s allowance for hangs, but none of it is lost.
+    _kata(repo, "honest", SLOW_BUT_HONEST, time_limit=0.6)
+    for name in ("k1", "k2", "k3"):
+        _kata(repo, name, MANY_LOOPS, public=MANY_TESTS)
+    # k1 loses its 4 s: the run's 4 s are gone, so k2's first test gets 1 s (a quarter more),
+    # and every later test fails at once, naming the test that lost the most.
+    result, wall = _run(repo, "--kata-hang-allowance=4", "--kata-report=junit:junit.xml")
+    out = result.stdout.str()
+    honest, k1, k2, k3 = _report(repo)["katas"]
+    assert honest["earned"] == honest["points"] == 10, [t["message"] for t in _tests(honest)]
+    spent = sum(_spent(k) for k in (k1, k2, k3))
+    assert spent < 4 + 1 + 1.5, f"{spent:.1f} s\n{out}"
+    assert wall < WALL_SLACK_S, f"{wall:.1f} s"
+    for kata in (k1, k2, k3):
+        assert len(_tests(kata)) == N_TESTS and kata["status"] == "error", kata["id"]
+    assert any("(the run has lost 4 s to tests that hung" in t["message"] for t in _tests(k2))
+    stop = "the run lost 5 s to tests that hung or ran out their limit (its allowance is 5 s): "
+    assert all(t["message"].startswith(stop) for t in _tests(k3)), _tests(k3)[0]["message"]
+    assert " of k1 used 2 s (hung in f" in _tests(k3)[0]["message"]
+    assert (repo.root / "junit.xml").exists()
