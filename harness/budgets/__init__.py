@@ -38,14 +38,21 @@ _LOCK = pytest.StashKey["BudgetLock | None"]()  # None: no budget test in this s
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}: a performance-budget test (runs alone; skipped by --kata-no-budgets); "
+        f"{MARKER}: a performance-budget test (runs alone; skipped by --kata-no-budgets and "
+        "under --kata-cuda-sanitize); "
         "tests using the kata_budget fixture are budget tests already",
     )
     config.stash[_LOCK] = None
 
 
-def _off(config: pytest.Config) -> bool:
-    return bool(config.getoption("kata_no_budgets", default=False))
+def _off(config: pytest.Config) -> str:
+    """Why budget tests do not run in this session, or ""."""
+    if config.getoption("kata_no_budgets", default=False):
+        return OFF_REASON
+    tool = config.getoption("kata_cuda_sanitize", default=None)
+    if tool:  # compute-sanitizer slows each launch many times over: a timing means nothing
+        return f"budgets are off under --kata-cuda-sanitize={tool} (it slows every launch)"
+    return ""
 
 
 def _is_budget_item(item: pytest.Item) -> bool:
@@ -60,8 +67,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.stash.get(ITEM_INFO, None) is None or not _is_budget_item(item):
             continue
         item.stash[_IS_BUDGET] = True
-        if _off(config):
-            item.add_marker(pytest.mark.skip(reason=OFF_REASON))
+        if reason := _off(config):
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -276,8 +283,8 @@ def kata_budget(
     """Compare the learner's implementation with the reference: ``kata_budget.compare(...)``.
     A test using it is a budget test: it runs alone and ``--kata-no-budgets`` skips it."""
     config = request.config
-    if _off(config):
-        pytest.skip(OFF_REASON)
+    if reason := _off(config):
+        pytest.skip(reason)
     limit = kata.manifest.time_limit
     # Stop re-measuring well before the kata's per-test time limit fires.
     deadline = 60.0 if config.option.kata_no_timeout else max(1.0, 0.5 * limit)

@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -308,6 +310,25 @@ def write_spec(
     np.savez(directory / "args.npz", **arrays)
 
 
+@contextmanager
+def harness_files_uncapped() -> Iterator[None]:
+    """Lift the sandbox's cap on one file's size (RLIMIT_FSIZE, meant for what learner code
+    writes) to the hard limit while the harness writes a launch's arrays and the runner, which
+    inherits it, writes the outputs: arrays larger than the cap failed with "File too large"."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except (OSError, ValueError):  # pragma: no cover - no such limit here
+        soft = hard = resource.RLIM_INFINITY
+    if soft == hard:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
 def run_sanitized(
     module: Any,
     kernel: str,
@@ -319,7 +340,7 @@ def run_sanitized(
 ) -> float:
     """Launch once under compute-sanitizer; SanitizerError on findings, else outputs copied back."""
     tool, exe = _settings["tool"], _settings["executable"]
-    with tempfile.TemporaryDirectory(prefix="kata-sanitize-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kata-sanitize-") as tmp, harness_files_uncapped():
         d = Path(tmp)
         write_spec(d, module, kernel, plan, block, grid, shared)
         cmd = [

@@ -245,6 +245,23 @@ def test_no_budgets_option_skips_with_reason(repo: KataRepo) -> None:
     assert "budgets are off (--kata-no-budgets)" in result.stdout.str()
 
 
+def test_budgets_skip_under_the_cuda_sanitizer_with_reason(
+    repo: KataRepo, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from harness.cuda import sanitizer
+
+    monkeypatch.setattr(sanitizer, "find_sanitizer", lambda: tmp_path / "compute-sanitizer")
+    speed_kata(repo, SLOW)
+    try:
+        result = repo.pytester.runpytest("katas", "--kata-cuda-sanitize=memcheck", "-rs")
+    finally:
+        sanitizer.configure(None)
+    result.assert_outcomes(skipped=2)
+    assert "budgets are off under --kata-cuda-sanitize=memcheck (it slows every launch)" in (
+        result.stdout.str()
+    )
+
+
 def test_without_a_reference_time_budgets_skip_and_recorded_counts_are_used(
     repo: KataRepo,
 ) -> None:

@@ -8,6 +8,7 @@ the clean case it runs harness.cuda.sanitize_runner against a host "driver" that
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -278,3 +279,42 @@ def test_the_option_without_compute_sanitizer_is_a_usage_error(monkeypatch) -> N
     with pytest.raises(pytest.UsageError, match=r"racecheck needs NVIDIA compute-sanitizer"):
         fixtures.pytest_configure(config)  # type: ignore[arg-type]
     assert sanitizer.sanitize_tool() is None
+
+
+LARGE = """\
+import resource, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import numpy as np
+from test_cuda_sanitizer import HostDriver
+from harness.cuda import gpu, sanitizer
+import harness.cuda as hc
+
+cap = 1 << 20  # the sandbox's cap on one file, scaled down (harness.sandbox.limits.OUTPUT_LIMIT)
+resource.setrlimit(resource.RLIMIT_FSIZE, (cap, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+sanitizer.configure("memcheck", {exe!r})
+f = gpu.GpuModule("__global__ void vadd() {{}}", [], name="v.cu", drv=HostDriver()).get_function(
+    "vadd"
+)
+n = 1 << 19  # 2 MiB of float32 per array: args.npz and out.npz are each over the cap
+a = np.arange(n, dtype=np.float32)
+c = np.zeros(n, np.float32)
+f(hc.In(a), hc.In(a), hc.Out(c), np.int32(n), block=(256, 1, 1), grid=(n // 256,))
+np.testing.assert_array_equal(c, 2 * a)
+assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == cap, "the cap is back for learner code"
+try:
+    Path({big!r}).write_bytes(b"x" * (2 * cap))
+except OSError as e:
+    print("capped again:", e.strerror)
+"""
+
+
+def test_a_sanitized_launch_with_arrays_over_the_sandbox_file_cap(tmp_path: Path) -> None:
+    # Under the sandbox, args.npz and out.npz failed with "[Errno 27] File too large".
+    exe, _ = fake_sanitizer(tmp_path, "")
+    script = LARGE.format(tests=str(Path(__file__).parent), exe=str(exe), big=str(tmp_path / "big"))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "capped again: File too large" in proc.stdout, proc.stdout + proc.stderr
