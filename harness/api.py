@@ -103,6 +103,7 @@ class KataReportInfo:
     line: int | None = None  # where a public test failed, and its source lines
     source: str = ""
     sandbox: str = ""  # how a sandbox child ended when it sent no report ("crash", "exit", ...)
+    overran: bool = False  # stopped by a time limit (test alarm, launch limit): its time was lost
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kata": self.kata, "task": self.task, "hidden": self.hidden}

@@ -465,17 +465,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if reason:
         info.fail_reason, info.fail_fast = reason, True
         return (yield)
-    limit = item.stash[TEST_LIMIT] = state.keeper.limit(info.manifest, upcoming, enabled)
+    item.stash[TEST_LIMIT] = state.keeper.limit(info.manifest, upcoming, enabled)
     start = time.monotonic()
     try:
         return (yield)
     finally:
         hang = _HANGS_BY_NODEID.pop(item.nodeid, None)
-        # A test that passed lost nothing, however close to its limit it came.
-        failed = item.nodeid in _FAILED
-        _FAILED.discard(item.nodeid)
-        limit_s = limit.seconds if failed else 0.0
-        state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang, limit_s)
+        lost = item.nodeid in _OVERRAN  # a limit stopped it: its time was lost, not spent
+        _OVERRAN.discard(item.nodeid)
+        state.keeper.spent(info.manifest, item.name, time.monotonic() - start, hang, lost)
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # innermost: other plugins' wrappers set up first
@@ -593,6 +591,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     new_hangs = hangs.take_new()
     if new_hangs:  # the parent process learns of them: later children fail fast too
         rec.hang, rec.more_hangs = new_hangs[0], new_hangs[1:]
+    if call.excinfo is not None and call.excinfo.errisinstance(hangs.Overrun):
+        rec.overran = True
     if report.skipped and info.skip_reason:
         rec.tier_skip, rec.skip_reason, rec.missing = True, info.skip_reason, info.missing
     elif report.failed and info.fail_fast and report.when == "setup":
@@ -646,8 +646,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """In the process that dispatched the test: code that hung there is known hung here too, so
     a sandbox child forked later fails fast on it; and its test is charged with the hang."""
     rec = KataReportInfo.of(report)
-    if rec is not None and report.failed:
-        _FAILED.add(report.nodeid)
+    if rec is not None and (rec.overran or rec.sandbox == "timeout" or rec.hang is not None):
+        _OVERRAN.add(report.nodeid)
     if rec is not None and rec.hang is not None:
         hang = rec.hang
         hangs.record(hang)
@@ -658,7 +658,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 _HANGS_BY_NODEID: dict[str, hangs.Hang] = {}
-_FAILED: set[str] = set()  # tests whose report failed, until their protocol wrapper ends
+_OVERRAN: set[str] = set()  # tests a time limit stopped, until their protocol wrapper ends
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):

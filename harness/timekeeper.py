@@ -44,7 +44,6 @@ KATA_HANG_CAP_S = 90.0
 # learner file hanging ends within 10 minutes, however many katas there are.
 RUN_HANG_S = 240.0
 RUN_QUICK_S = 10.0
-OVERRAN = 0.95  # a test that used this much of its limit lost its time to the limit
 
 
 def hang_allowance(time_limit: float) -> float:
@@ -201,16 +200,16 @@ class TimeKeeper:
 
     # ----------------------------------------------------------------- after a test
     def spent(
-        self, manifest: Any, test: str, seconds: float, hang: Hang | None = None, limit: float = 0
+        self, manifest: Any, test: str, seconds: float, hang: Hang | None = None, lost: bool = False
     ) -> None:
-        """Charge a test's time to its kata; `limit`: its wall limit (0: none). Time is lost
-        when the test hung (`hang`) or used (nearly) all of its limit."""
+        """Charge a test's time to its kata. The time is *lost* when the test hung (`hang`) or a
+        time limit stopped it (`lost`); a test that ends by itself, however slowly, loses none."""
         clock = self.katas.get(manifest.dir)
         if clock is None:
             return
         entry = (test, seconds, hang.label if hang else "")
         clock.used.append(entry)
-        if hang is not None or (limit > 0 and seconds >= OVERRAN * limit):
+        if hang is not None or lost:
             clock.lost.append(entry)
             kata = getattr(manifest, "id", manifest.dir.name)
             self.lost.append((f"{test} of {kata}", seconds, entry[2]))

@@ -7,6 +7,7 @@ asserts the bound it promises, and that the reports are complete.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -199,20 +200,21 @@ def test_one(lib, i):
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no cc")
 def test_a_hanging_native_call_is_killed_once_and_later_calls_fail_at_once(repo: KataRepo):
     base = "katas/phase01/native"
-    repo.write(f"{base}/kata.toml", _manifest("native", '"spin.c"', 2))
+    # 3 s: the first test builds with gcc inside its limit, and a kata may lose 2 x 3 s to hangs.
+    repo.write(f"{base}/kata.toml", _manifest("native", '"spin.c"', 3))
     repo.write(f"{base}/spin.c", "int spin(int x) { for (volatile int i = 0;; i += x) {} }\n")
     repo.write(f"{base}/tests/test_native.py", NATIVE_TESTS)
     result, wall = _run(repo)
     out = result.stdout.str()
     kata = _report(repo)["katas"][0]
-    assert _spent(kata) < 2 + 2 + 10, f"{_spent(kata):.1f} s (one gcc build, one limit)\n{out}"
+    assert _spent(kata) < 3 + 2 + 10, f"{_spent(kata):.1f} s (one gcc build, one limit)\n{out}"
     assert wall < WALL_SLACK_S
     tests = _tests(kata)
     assert len(tests) == N_TESTS
-    stopped = [t for t in tests if t["message"].startswith("exceeded 2 s wall time")]
+    stopped = [t for t in tests if t["message"].startswith("exceeded 3 s wall time")]
     assert len(stopped) == 1, [t["message"] for t in tests]
     rest = [t for t in tests if t not in stopped]
-    assert all("spin() hung in test_one[0] (exceeded 2 s" in t["message"] for t in rest), out
+    assert all("spin() hung in test_one[0] (exceeded 3 s" in t["message"] for t in rest), out
 
 
 # --------------------------------------------------------------------------- the kata's budget
@@ -461,18 +463,18 @@ def test_time_lost_to_hangs_is_bounded_apart_from_honest_time() -> None:
     # Honest time, however much, costs no allowance: the first hang still waits its full limit.
     for i in range(30):
         keeper.limit(a, [a])
-        keeper.spent(a, f"test_slow[{i}]", 18.0, limit=20)  # 90 % of its limit: honest
+        keeper.spent(a, f"test_slow[{i}]", 18.0)  # it ended by itself: honest
     assert keeper.limit(a, [a]).seconds == 20 and keeper.fail_now(a, [a]) == ""
     hang = hangs.Hang(hangs.KERNEL, "k", "kernel spin", "test_x", "spin: did not finish")
-    keeper.spent(a, "test_x", 20.0, hang, limit=20)
+    keeper.spent(a, "test_x", 20.0, hang)
     assert keeper.limit(a, [a]).seconds == 20, "the kata may lose its time_limit once more"
-    keeper.spent(a, "test_y", 19.5, None, limit=20)  # no hang named, but it ran out its limit
+    keeper.spent(a, "test_y", 19.5, lost=True)  # no learner code named, but a limit stopped it
     limit = keeper.limit(a, [a])
     assert limit.seconds == tk.MIN_TEST_S, limit
     assert "the kata's 40 s allowance for hangs: test_x used 20 s (hung in kernel spin)" in (
         limit.why
     )
-    keeper.spent(a, "test_z", 0.5, None, limit=limit.seconds)
+    keeper.spent(a, "test_z", 0.5, lost=True)
     reason = keeper.fail_now(a, [a])
     assert reason == (
         "the kata lost its 40 s allowance for hangs: test_x used 20 s (hung in kernel spin)"
@@ -484,13 +486,13 @@ def test_time_lost_to_hangs_is_bounded_apart_from_honest_time() -> None:
     for i in range(4):
         k = _M(f"k{i}", 60, 1000)
         keeper.limit(k, [k])
-        keeper.spent(k, "test_hang", 60.0, None, limit=60)
+        keeper.spent(k, "test_hang", 60.0, lost=True)
     assert keeper.run_lost == 280
     assert keeper.limit(b, [b]).seconds == tk.RUN_QUICK_S
     assert "the run has lost 280 s to tests that hung" in keeper.limit(b, [b]).why
-    keeper.spent(b, "test_q", 10.0, None, limit=10)
+    keeper.spent(b, "test_q", 10.0, lost=True)
     assert keeper.fail_now(b, [b]) == ""
-    keeper.spent(b, "test_r", 10.0, None, limit=10)
+    keeper.spent(b, "test_r", 10.0, lost=True)
     reason = keeper.fail_now(_M("c", 5, 100), [])
     assert reason.startswith("the run lost 300 s to tests that hung or ran out their limit"), reason
     assert reason.endswith("(its allowance is 300 s): test_hang of k0 used 60 s"), reason
@@ -561,8 +563,12 @@ def test_a_run_that_lost_its_allowance_cuts_later_katas_and_honest_time_costs_no
     assert wall < WALL_SLACK_S, f"{wall:.1f} s"
     for kata in (k1, k2, k3):
         assert len(_tests(kata)) == N_TESTS and kata["status"] == "error", kata["id"]
-    assert any("(the run has lost 4 s to tests that hung" in t["message"] for t in _tests(k2))
-    stop = "the run lost 5 s to tests that hung or ran out their limit (its allowance is 5 s): "
-    assert all(t["message"].startswith(stop) for t in _tests(k3)), _tests(k3)[0]["message"]
-    assert " of k1 used 2 s (hung in f" in _tests(k3)[0]["message"]
+    # Seconds lost are what the tests took, start-up of their children included: >= 4 s, >= 5 s.
+    cut = re.compile(r"exceeded .* \(the run has lost \d+ s to tests that hung: later tests get")
+    assert any(cut.search(t["message"]) for t in _tests(k2)), [t["message"] for t in _tests(k2)]
+    stop = re.compile(
+        r"the run lost \d+ s to tests that hung or ran out their limit \(its allowance is 5 s\): "
+        r"test_one\[\d\] of k1 used \d s \(hung in f\d\(\) in calc.py\)$"
+    )
+    assert all(stop.match(t["message"]) for t in _tests(k3)), _tests(k3)[0]["message"]
     assert (repo.root / "junit.xml").exists()
