@@ -537,7 +537,11 @@ def test_a_kata_hanging_in_many_places_loses_its_allowance_once(repo: KataRepo, 
     waited = [t for t in tests if "exceeded " in t["message"] and " s wall time (" in t["message"]]
     cut = [t for t in tests if t["message"].startswith("the kata lost its 4 s allowance for hangs")]
     assert 1 <= len(waited) <= 2 * workers and len(waited) + len(cut) == N_TESTS, out
-    assert "hung in f" in cut[0]["message"] and "() in calc.py)" in cut[0]["message"], cut[0]
+    # It names the test that lost the most (and the function, when the child could say it in
+    # time: a child killed on a loaded machine may not).
+    assert re.match(
+        r"the kata lost its 4 s allowance for hangs: test_one\[\d\] used", cut[0]["message"]
+    )
     assert kata["status"] == "error"
     assert any("allowance for hangs" in e for e in kata["errors"]), kata["errors"]
 
@@ -563,12 +567,15 @@ def test_a_run_that_lost_its_allowance_cuts_later_katas_and_honest_time_costs_no
     assert wall < WALL_SLACK_S, f"{wall:.1f} s"
     for kata in (k1, k2, k3):
         assert len(_tests(kata)) == N_TESTS and kata["status"] == "error", kata["id"]
-    # Seconds lost are what the tests took, start-up of their children included: >= 4 s, >= 5 s.
+    # Seconds lost are what the tests took, their children's start-up included: k1 loses 4 s or
+    # more, so k2 starts with at most 1 s left (none on a loaded machine), and k3 with none.
     cut = re.compile(r"exceeded .* \(the run has lost \d+ s to tests that hung: later tests get")
-    assert any(cut.search(t["message"]) for t in _tests(k2)), [t["message"] for t in _tests(k2)]
     stop = re.compile(
         r"the run lost \d+ s to tests that hung or ran out their limit \(its allowance is 5 s\): "
-        r"test_one\[\d\] of k1 used \d s \(hung in f\d\(\) in calc.py\)$"
+        r"test_one\[\d\] of k1 used \d s"
     )
+    k2_messages = [t["message"] for t in _tests(k2)]
+    assert sum(bool(cut.search(m)) for m in k2_messages) <= 1, k2_messages
+    assert all(cut.search(m) or stop.match(m) for m in k2_messages), k2_messages
     assert all(stop.match(t["message"]) for t in _tests(k3)), _tests(k3)[0]["message"]
     assert (repo.root / "junit.xml").exists()
