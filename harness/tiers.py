@@ -128,12 +128,23 @@ def _probe_os() -> dict[str, str | None]:
     return found
 
 
+def kernel_build_dir() -> Path | None:
+    """Where external kernel modules are built (`make -C DIR M=... modules`): the running
+    kernel's build tree, else the newest installed headers (a module built against them cannot
+    be loaded into this kernel, but it shows that the source builds as a module)."""
+    running = Path("/lib/modules") / os.uname().release / "build"
+    candidates = [running, *sorted(Path("/usr/src").glob("linux-headers-*"), reverse=True)]
+    for d in candidates:
+        if (d / "Makefile").is_file() and (d / "Module.symvers").is_file():
+            return d
+    return None
+
+
 def _probe_kbuild() -> str | None:
-    """None when external kernel modules can be built here (the running kernel's build tree)."""
-    build = Path("/lib/modules") / os.uname().release / "build"
-    if not (build / "Makefile").exists():
+    """None when external kernel modules can be built here."""
+    if kernel_build_dir() is None:
         return (
-            f"no kernel headers for the running kernel ({build} is missing): "
+            "no kernel headers (/lib/modules/$(uname -r)/build is missing): "
             "apt-get install linux-headers-$(uname -r)"
         )
     if shutil.which("make") is None:

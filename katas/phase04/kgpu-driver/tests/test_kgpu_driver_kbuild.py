@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from harness import todo
+from harness.tiers import kernel_build_dir
+
 MODULE_FILES = ("kgpu.c", "kgpu_hw.c", "kgpu_hw.h", "kgpu_kernel.h", "kgpu_uapi.h", "Kbuild")
 
 
 def test_kbuild_builds_a_real_module(kata: Any, tmp_path: Path) -> None:
+    if "KGPU_TODO;" in kata.source("kgpu.c").read_text():
+        todo("kgpu.c: a function still returns KGPU_TODO (build the module once it is written)")
     for name in MODULE_FILES:
         shutil.copy(kata.source(name), tmp_path / name)
-    build = Path("/lib/modules") / os.uname().release / "build"
+    build = kernel_build_dir()
+    assert build is not None, "the kbuild capability was probed, but no kernel headers are left"
     proc = subprocess.run(
         ["make", "-C", str(build), f"M={tmp_path}", "modules"],
         capture_output=True,
@@ -22,10 +27,14 @@ def test_kbuild_builds_a_real_module(kata: Any, tmp_path: Path) -> None:
         timeout=300,
         check=False,
     )
-    errors = [ln for ln in proc.stdout.splitlines() + proc.stderr.splitlines() if "error" in ln]
-    assert proc.returncode == 0, "Kbuild failed:\n" + "\n".join(
-        errors[:15] or [proc.stderr[-2000:]]
+    log = proc.stdout.splitlines() + proc.stderr.splitlines()
+    problems = [ln for ln in log if "error" in ln or "warning" in ln]
+    assert proc.returncode == 0, f"Kbuild ({build}) failed:\n" + "\n".join(
+        problems[:15] or log[-15:]
     )
     module = tmp_path / "kgpu_drv.ko"
-    assert module.exists(), f"no kgpu_drv.ko after make:\n{proc.stdout[-1000:]}"
+    assert module.exists(), "no kgpu_drv.ko after make:\n" + "\n".join(log[-10:])
     assert b"license=GPL" in module.read_bytes(), 'MODULE_LICENSE("GPL") is missing'
+    assert not [ln for ln in problems if "warning" in ln], (
+        "the kernel build warns (kernels build with -Werror more and more):\n" + "\n".join(problems)
+    )
