@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from harness.cuda.cpu.loader import CXX_FLAGS, HERE, INCLUDE, runtime
+
 __all__ = ["MESSAGES", "WIRE_FIELDS", "LaunchServer", "current", "forget", "wire_struct"]
 
 # kata_launch.h's messages (kata_wire_*, kata_msg_t), field by field: struct packs them without
@@ -75,13 +77,12 @@ _disabled: dict[int, str] = {}
 
 
 def _executable() -> Path:
-    from harness.cuda.cpu.backend import _CXX_FLAGS, HERE, INCLUDE
     from harness.native.build import build_executable
 
     built = build_executable(
         [HERE / "runtime.cpp"],
         lang="cpp",
-        flags=[*_CXX_FLAGS, "-DKATA_SERVER"],
+        flags=[*CXX_FLAGS, "-DKATA_SERVER"],
         link_flags=["-ldl", "-rdynamic"],  # kernel libraries resolve threadIdx & co. against it
         include_dirs=[INCLUDE],
         root=HERE,
@@ -144,8 +145,6 @@ class LaunchServer:
         """Run one launch; fill cffi `res` (kata_result_t*). False: the caller forks instead."""
         if self.broken or any(b.fd < 0 for b, _ in buffers):
             return False
-        from harness.cuda.cpu.backend import runtime
-
         ffi = runtime().ffi
         lib, sym, name = str(library).encode(), symbol.encode(), kernel.encode()
         blob = b"".join(v for kind, v in args if kind == 0)

@@ -1,7 +1,7 @@
 """Global-memory tracing on the cpu backend: 32-byte sectors per warp-level request, per line.
 
 The kernel is rebuilt as a traced build (g++'s tsan instrumentation, or clang's sanitizer
-coverage: backend.traced_toolchain), which calls the runtime for every load and store with the
+coverage: building.traced_toolchain), which calls the runtime for every load and store with the
 instruction's address. The runtime keeps the
 accesses that hit a kernel argument (global memory). Here they are grouped the way a GPU issues
 them: the n-th execution of one instruction by the lanes of one warp is one request; the sectors
@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from harness._lazy import lazy_module
+from harness.cuda.args import normalise_dims
+from harness.cuda.cpu.building import TRACED, traced_toolchain
+from harness.cuda.cpu.loader import runtime
 from harness.cuda.errors import CudaError
 
 np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
@@ -434,8 +437,6 @@ def run_trace(
     timeout: float | None = None,
     capacity: int = DEFAULT_CAPACITY,
 ) -> Trace:
-    from harness.cuda.cpu.backend import TRACED, normalise_dims, runtime, traced_toolchain
-
     if traced_toolchain() is None:
         raise CudaError("tracing needs g++ or clang (apt-get install -y g++)")
     rt = runtime()
@@ -444,14 +445,12 @@ def run_trace(
     if buf == rt.ffi.NULL:
         raise MemoryError("harness.cuda: cannot map the trace buffer")
     try:
-        r = f._launch(
+        r = f.launch(
             args,
-            block,
-            grid,
-            shared,
-            "forward",
-            0,
-            timeout,
+            block=block,
+            grid=grid,
+            shared=shared,
+            timeout=timeout,
             compiler=TRACED,
             events=rt.ffi.cast("kata_event*", buf),
             event_capacity=capacity,
@@ -470,8 +469,8 @@ def run_trace(
     glob = analyse(events[plain & ~is_shared], tpb)
     shar = analyse_shared(events[plain & is_shared], tpb)
     module = f.module
-    built = module._build(TRACED)
-    base = int(rt.lib.kata_lib_base(f._symbol("kata_invoke__", TRACED)))
+    built = module.build(TRACED)
+    base = f.library_base(TRACED)
     pcs = sorted({int(p) for p in glob["pc"]} | {int(p) for p in shar["pc"]})
     where = symbolize(built.path, [p - base - 1 for p in pcs], module.name) if pcs else {}
     src_lines = module.source.splitlines()

@@ -1,0 +1,182 @@
+"""Kernel libraries of the cpu backend: the learner's CUDA C compiled as C++ against kata_cuda.h.
+
+Builds go through harness.native's content-addressed cache (a warm rerun compiles nothing; see
+`harness.native.compile_count`). A plain build ("cxx") runs launches; a traced build (TRACED)
+calls the runtime at every memory access, for traces and the "preempt" schedule.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.cuda import source as src
+from harness.cuda.cpu.loader import CXX_FLAGS, INCLUDE, runtime
+from harness.cuda.errors import CudaCompileError, CudaError
+from harness.native.build import BuildError, build_shared_library, default_cache
+
+__all__ = ["PLAIN", "TRACED", "Built", "build_kernels", "traced_toolchain"]
+
+PLAIN = "cxx"  # the compiler key of plain builds
+
+# Traced builds call the runtime before every load and store (tracing, the "preempt" schedule).
+# GCC: ThreadSanitizer's instrumentation (__tsan_read4 ...), passed with -Wp so that it reaches
+# the compiler proper but the driver does not link libtsan: runtime.cpp defines the callbacks.
+# clang (where g++ is missing): sanitizer coverage's trace-loads/trace-stores.
+_TRACE_FLAGS_GCC = (
+    "-O1",  # keep one load/store per source access: easier to read per line
+    "-fno-tree-vectorize",
+    "-Wp,-fsanitize=thread",
+    "-Wp,--param=tsan-instrument-func-entry-exit=0",
+    "-DKATA_TRACE_BUILD=1",
+)
+_TRACE_FLAGS_CLANG = (
+    "-O1",
+    "-fno-vectorize",
+    "-fno-slp-vectorize",
+    "-fsanitize-coverage=edge,trace-loads,trace-stores",
+    "-DKATA_TRACE_BUILD=1",
+)
+TRACED = "traced"  # the compiler key of traced builds (see traced_toolchain)
+
+
+@dataclass(frozen=True)
+class Built:
+    """A kernel library: its path and its dlopen handle (through the runtime)."""
+
+    path: Path
+    handle: Any
+
+
+def build_kernels(
+    source: str,
+    name: str,
+    kernels: Sequence[str],
+    *,
+    extern_c: bool,
+    options: Sequence[str],
+    include_dirs: Sequence[Path],
+    compiler: str,
+) -> Built:
+    """Build and load the kernels of `source` (file `name`) with `compiler` (PLAIN or TRACED)."""
+    glue = _glue(source, name, kernels, extern_c)
+    path = _write_generated(glue, Path(name).stem or "kernel")
+    flags = [*CXX_FLAGS, *_split_options(options)]
+    tool = compiler
+    if compiler == TRACED:
+        found = traced_toolchain()
+        if found is None:
+            raise CudaError(
+                f"{name}: tracing and the preempt schedule need g++ or clang "
+                "(apt-get install -y g++)"
+            )
+        tool, trace_flags = found
+        flags += trace_flags
+    headers = [
+        p
+        for d in include_dirs
+        if d.is_dir()
+        for p in sorted(d.iterdir())
+        if p.suffix in (".cuh", ".h", ".hpp", ".inc")
+    ]
+    try:
+        built = build_shared_library(
+            [path],
+            lang="cpp",
+            flags=flags,
+            include_dirs=[INCLUDE, *include_dirs],
+            headers=headers,
+            compiler=tool,
+        )
+    except BuildError as e:
+        raise CudaCompileError(
+            f"{name} does not compile (cpu backend, {tool}):\n{e}",
+            log=e.log,
+            command=e.command,
+        ) from None
+    rt = runtime()
+    err = rt.ffi.new("char[1024]")
+    handle = rt.lib.kata_open(str(built.path).encode(), err, 1024)
+    if handle == rt.ffi.NULL:
+        raise CudaError(f"{name}: cannot load the built kernels: {rt.ffi.string(err)}")
+    return Built(built.path, handle)
+
+
+def _split_options(options: Iterable[str]) -> list[str]:
+    # -D/-I/-U mean the same to g++; nvcc-only options (-arch, --use_fast_math) are ignored here.
+    opts = list(options)
+    out: list[str] = []
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        if o in ("-D", "-I", "-U") and i + 1 < len(opts):
+            out += [o, opts[i + 1]]
+            i += 2
+            continue
+        if o.startswith(("-D", "-I", "-U")):
+            out.append(o)
+        i += 1
+    return out
+
+
+def _glue(source: str, name: str, kernels: Sequence[str], extern_c: bool) -> str:
+    """The C++ translation unit: header, the learner's file (line numbers kept), trampolines."""
+    body = src.rewrite_for_cpu(source)
+    lines = ['#include "kata_cuda.h"']
+    if extern_c:
+        lines.append('extern "C" {')
+    lines.append(f'#line 1 "{name}"')
+    lines.append(body)
+    if extern_c:
+        lines.append("}")
+    lines.append('#line 1 "harness-cuda-launch-glue"')
+    for k in kernels:
+        lines.append(
+            f'extern "C" int kata_describe__{k}(int* s, int* k, int cap) '
+            f"{{ return kata::describe(&{k}, s, k, cap); }}"
+        )
+        lines.append(f'extern "C" void kata_invoke__{k}(void** a) {{ kata::invoke(&{k}, a); }}')
+        # Not in traced builds: their per-thread bookkeeping (trace ids, preemption) needs the
+        # runtime's own thread loop.
+        lines.append("#ifndef KATA_TRACE_BUILD")
+        lines.append(
+            f'extern "C" void kata_threads__{k}(void** a, const unsigned* o, unsigned n) '
+            f"{{ kata::run_threads(&{k}, a, o, n); }}"
+        )
+        lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
+def _write_generated(text: str, stem: str) -> Path:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    d = default_cache().root / "cuda-src" / digest
+    path = d / f"{stem}.cpp"
+    if not path.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{stem}.{os.getpid()}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)  # atomic: xdist workers may write the same file
+    return path
+
+
+@functools.cache
+def traced_toolchain() -> tuple[str, tuple[str, ...]] | None:
+    """(tool, flags) of traced builds: GCC where it is (the same instrumentation on every such
+    machine, so traces and preempt schedules agree), else clang; None without either."""
+    import subprocess
+
+    from harness.toolchain import find_tool
+
+    gxx = find_tool("g++")
+    if gxx is not None:
+        out = subprocess.run([str(gxx), "--version"], capture_output=True, text=True, check=False)
+        if "clang" not in out.stdout.lower():
+            return "g++", _TRACE_FLAGS_GCC
+    if find_tool("clang") is not None:
+        return "clang", _TRACE_FLAGS_CLANG
+    return None
