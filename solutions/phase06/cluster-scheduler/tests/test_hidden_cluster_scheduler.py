@@ -447,3 +447,19 @@ def test_metrics_jobs_of_a_real_run(
     for j in rep.finish:
         assert m[j].jct == pytest.approx(rep.finish[j] - rep.submit[j])
         assert m[j].queueing_delay == pytest.approx(rep.first_start[j] - rep.submit[j])
+
+
+@pytest.mark.kata_gate(
+    "backfill decides on the true durations (read from traces/*.json), not the estimates"
+)
+def test_backfill_shipped_jobs_with_other_durations(
+    scheduler: Any, workload: Any, checker: Any, kata_budget: Any
+) -> None:
+    # The shipped dgx jobs with the same estimates but other true durations: a scheduler that
+    # knows only estimates decides exactly as the reference does.
+    trace = workload.load("dgx")
+    for row in trace["jobs"]:
+        row[4] = round(row[5] * (0.2 + 0.8 * ((row[0] * 7919) % 101) / 100), 3)
+    make = lambda m: m.GangScheduler("best_fit", backfill=True)  # noqa: E731
+    rep = run_trace(workload, checker, trace, make(scheduler))
+    assert starts(rep) == starts(run_reference(kata_budget, checker, trace, make))
