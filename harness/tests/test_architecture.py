@@ -32,15 +32,10 @@ HARNESS = ROOT / "harness"
 # Cycles that other work of issue 13 removes, each with who. An entry that is no longer a cycle
 # fails the test too: delete it when its cycle is gone, so the list only shrinks.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"harness.cuda.cpu.backend", "harness.cuda.cpu.server", "harness.cuda.cpu.trace"}): (
-        "issue 13 section 2: the backend.py split"
-    ),
     frozenset({"harness.ptx.parser", "harness.ptx.values"}): "issue 13 section 3: shared PTX types",
 }
 # The same for private names: "file: name" -> who removes it.
-KNOWN_PRIVATE: dict[str, str] = {
-    "harness/cuda/cpu/server.py: _CXX_FLAGS": "issue 13 section 2: the backend.py split",
-}
+KNOWN_PRIVATE: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
