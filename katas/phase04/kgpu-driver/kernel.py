@@ -185,10 +185,20 @@ class Kernel:
         if proc.returncode != 0 or not lines:
             tail = proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""]
             raise AssertionError(
-                f"{what} failed (exit {proc.returncode}): {tail[-1]}\n"
+                f"{what} failed (exit {proc.returncode}): {tail[-1]}\n{self.died()}"
                 f"--- kernel log ---\n{_tail(self.log())}"
             )
         return dict(json.loads(lines[-1]))
+
+    def died(self) -> str:
+        """A sentence when the kernel process is gone (your driver crashed it), else ""."""
+        code = self.proc.poll()
+        if code is None:
+            return ""
+        if code < 0:
+            name = signal.Signals(-code).name
+            return f"the kernel process died of {name}: an oops in the driver (see the log)\n"
+        return f"the kernel process exited with status {code}\n"
 
     def check_started(self) -> None:
         """KataTodo when a stub of the driver answered KGPU_TODO."""
@@ -250,10 +260,11 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "run" or argv[1] != "--":
         print(__doc__)
         return 2
+    import tempfile
+
     here = Path(__file__).resolve().parent
     built = build(lambda name: here / name, [here])
-    log = here / ".kernel.log"
-    with Kernel(built, log) as k:
+    with tempfile.TemporaryDirectory() as tmp, Kernel(built, Path(tmp) / "kernel.log") as k:
         proc = subprocess.run(argv[2:], env=k.env(), check=False)
         text = k.stop()
     print(text, end="", file=sys.stderr)

@@ -963,8 +963,26 @@ static void leak_report(void)
 		printk("kgpu: unloaded, no memory left allocated\n");
 }
 
+/* A fault in the driver: say so, like the kernel's oops, then die of the signal. */
+static void oops(int sig, siginfo_t *info, void *ctx)
+{
+	char msg[200];
+	int n;
+
+	(void)ctx;
+	n = snprintf(msg, sizeof(msg),
+		     "kernel: BUG: %s at address %p (an oops: a bad pointer dereferenced in the "
+		     "driver, e.g. a user pointer used without copy_from_user)\n",
+		     sig == SIGSEGV ? "unable to handle page fault" : "fatal signal", info->si_addr);
+	if (n > 0)
+		(void)!write(2, msg, (size_t)n);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int main(int argc, char **argv)
 {
+	struct sigaction sa = { .sa_sigaction = oops, .sa_flags = SA_SIGINFO };
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
 	sigset_t mask;
 	int lsock, sfd, ret, i;
@@ -979,6 +997,8 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* every thread inherits it: signalfd gets them */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
 	if (!kshim_module_init) {
 		fprintf(stderr, "kernel: the driver has no module_init\n");
 		return 1;
