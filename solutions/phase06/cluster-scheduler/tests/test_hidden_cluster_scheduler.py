@@ -291,6 +291,21 @@ def test_backfill_skips_and_goes_on(scheduler: Any, simulate: Any, toy: Any) -> 
     assert starts(rep) == {0: 0.0, 1: 200.0, 2: 2.0, 3: 200.0, 4: 250.0}
 
 
+def test_backfill_skips_a_job_and_backfills_the_next(
+    scheduler: Any, simulate: Any, toy: Any
+) -> None:
+    rows = [
+        [0, 0.0, 2, 4, 100, 100, 0],  # nodes 0 and 1 until 100
+        [1, 1.0, 3, 4, 100, 100, 0],  # the head: shadow 100, nodes 0-2 reserved
+        [2, 2.0, 2, 4, 500, 500, 0],  # long, and only node 3 is off the reservation: skipped
+        [3, 2.0, 1, 4, 40, 50, 0],  # behind it, ends by 52: backfills at once
+    ]
+    _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", backfill=True), rows, toy)
+    assert starts(rep) == {0: 0.0, 1: 100.0, 2: 300.0, 3: 2.0}, (
+        "skip a job that fits neither way, go on"
+    )
+
+
 @pytest.mark.kata_gate("backfill delays the head job's reservation (no shadow time honoured)")
 def test_backfill_long_job_off_the_reservation(scheduler: Any, simulate: Any, toy: Any) -> None:
     rows = [
