@@ -5,7 +5,7 @@ Definitions:
 - JCT, job completion time: finish - submit; queueing delay: first start - submit.
 - Time-weighted averages over the run: result.points[i] (the cluster after the i-th decision)
   holds from points[i].time until points[i + 1].time, the last one until result.end; the run
-  spans points[0].time to result.end.
+  spans points[0].time to result.end (a run that spans no time averages to 0).
 - Utilisation: the time-weighted average of GPUs running jobs (Point.running) over all the
   cluster's GPUs (held GPUs of partial gangs do not count: they idle).
 - Fragmentation (Weng et al., "Beware of Fragmentation", USENIX ATC '23): the expected number
