@@ -208,6 +208,41 @@ out["waited"] = time.monotonic() - t
     )
 
 
+@pytest.mark.kata_gate(
+    "a lock is held while WAIT sleeps: one context waiting for its GPU stalls the others"
+)
+def test_wait_sleeping_waiters_stall_nobody(kernel: Any) -> None:
+    out = kernel.program(
+        """
+import threading
+a = kgpu.Device(); a.map()
+a.push(kgpu.HANG)
+fa = a.submit()
+waiters = [threading.Thread(target=errno_of, args=(a.wait, fa, 1_500_000_000)) for _ in range(2)]
+for w in waiters: w.start()
+time.sleep(0.15)                  # two threads sleep in WAIT on a's hung work now
+b = kgpu.Device(); b.map()
+t = time.monotonic()
+for i in range(10):
+    b.push(kgpu.INC, a=0)
+    b.wait(b.submit(), 5 * 10**9)
+out["b_took"] = time.monotonic() - t
+t = time.monotonic()
+a.set_param(kgpu.PARAM_PRIORITY, 2)      # a's own other calls go on too
+out["a_param_took"] = time.monotonic() - t
+out["b_count"] = b.vram[0]
+for w in waiters: w.join()
+""",
+        timeout=8,
+    )
+    assert out["b_count"] == 10
+    assert out["b_took"] < 0.8 and out["a_param_took"] < 0.8, (
+        f"while two threads slept in WAIT on context a, ten jobs of context b took "
+        f"{out['b_took']:.2f} s and a SET_PARAM on a {out['a_param_took']:.2f} s: release "
+        "every lock before sleeping on the wait queue"
+    )
+
+
 def test_wait_pollout_when_the_ring_is_full(kernel: Any) -> None:
     out = kernel.program(
         """
