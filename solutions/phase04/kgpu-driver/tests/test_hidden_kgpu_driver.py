@@ -218,7 +218,7 @@ import threading
 a = kgpu.Device(); a.map()
 a.push(kgpu.HANG)
 fa = a.submit()
-waiters = [threading.Thread(target=errno_of, args=(a.wait, fa, 1_500_000_000)) for _ in range(2)]
+waiters = [threading.Thread(target=errno_of, args=(a.wait, fa, 900_000_000)) for _ in range(2)]
 for w in waiters: w.start()
 time.sleep(0.15)                  # two threads sleep in WAIT on a's hung work now
 b = kgpu.Device(); b.map()
@@ -236,7 +236,7 @@ for w in waiters: w.join()
         timeout=8,
     )
     assert out["b_count"] == 10
-    assert out["b_took"] < 0.8 and out["a_param_took"] < 0.8, (
+    assert out["b_took"] < 0.5 and out["a_param_took"] < 0.5, (
         f"while two threads slept in WAIT on context a, ten jobs of context b took "
         f"{out['b_took']:.2f} s and a SET_PARAM on a {out['a_param_took']:.2f} s: release "
         "every lock before sleeping on the wait queue"
