@@ -6,6 +6,7 @@ Examples are derandomized (harness.testing.hidden_settings), so a grade never de
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -96,17 +97,14 @@ def run_reference(kata_budget: Any, checker: Any, trace: dict[str, Any], make: A
 # --------------------------------------------------------------------------- placement
 @st.composite
 def states(draw: Any) -> tuple[Any, list[set[int]], int, int]:
-    racks, per_rack = draw(st.integers(1, 3)), draw(st.integers(1, 4))
-    per_node = draw(st.sampled_from([2, 4, 8]))
-    island = draw(st.sampled_from([d for d in (1, 2, 4, 8) if per_node % d == 0]))
-    shape = (racks, per_rack, per_node, island)
+    # A seeded uniform draw, not hypothesis' small-first values: those are mostly one rack and
+    # one pod, where first fit and topology-aware placement agree.
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    racks, per_rack, per_node = rng.randint(1, 3), rng.randint(1, 4), rng.choice([2, 4, 8])
+    island = rng.choice([d for d in (1, 2, 4, 8) if per_node % d == 0])
     nodes = racks * per_rack
-    free = [
-        {n * per_node + i for i in range(per_node) if draw(st.booleans())} for n in range(nodes)
-    ]
-    g = draw(st.integers(1, per_node))
-    pods = draw(st.integers(1, 4))
-    return shape, free, pods, g
+    free = [{n * per_node + i for i in range(per_node) if rng.random() < 0.5} for n in range(nodes)]
+    return (racks, per_rack, per_node, island), free, rng.randint(1, 4), rng.randint(1, per_node)
 
 
 def model_fit(free: list[set[int]], pods: int, g: int, best: bool) -> list[list[int]] | None:
@@ -158,11 +156,13 @@ def test_placement_topology_aware_any_state(placement: Any, cluster: Any, s: Any
             f"rack {one_rack[0]} alone can host all {pods} pods, the placement spans racks"
         )
     if pods == 1 and g <= island:
+        # The rack the rules pick: the one with the fewest free GPUs among those that can host.
+        rack_free = lambda r: sum(len(free[n]) for n in topo.rack_nodes(r))  # noqa: E731
+        rack = min(one_rack, key=lambda r: (rack_free(r), r))
         fits_island = any(
-            sum(1 for x in f if topo.island_of(x) == i) >= g
-            for n, f in enumerate(free)
-            if not one_rack or topo.rack_of(n) in one_rack
-            for i in {topo.island_of(x) for x in f}
+            sum(1 for x in free[n] if topo.island_of(x) == i) >= g
+            for n in topo.rack_nodes(rack)
+            for i in {topo.island_of(x) for x in free[n]}
         )
         if fits_island:
             assert len({topo.island_of(x) for x in got[0]}) == 1, (
