@@ -853,6 +853,8 @@ class ResultCollector:
         if exitstatus == pytest.ExitCode.OK and self.builder.has_outcome(NOT_STARTED):
             # Not-started tests report as skips (see makereport), but the kata is not solved.
             exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if exitstatus == pytest.ExitCode.OK and self.state.run_errors:
+            exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED  # api.add_run_error
         result = self.state.result = self.builder.build(exit_status=int(exitstatus))
         from .grading import active, apply, optional_names
 
