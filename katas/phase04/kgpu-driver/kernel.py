@@ -98,7 +98,7 @@ class Kernel:
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=self._kernel_env(),
-            preexec_fn=_unlimited_address_space if wrapper or built.sanitize else None,
+            preexec_fn=_big_child if wrapper or built.sanitize else _child,
         )
         self.returncode: int | None = None
         self._ready(60.0 if wrapper or built.sanitize else 20.0)
@@ -249,9 +249,18 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _unlimited_address_space() -> None:
+def _child() -> None:
+    """The kernel process dies with the test process that started it (no orphans)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
+def _big_child() -> None:
     import resource
 
+    _child()
     hard = resource.getrlimit(resource.RLIMIT_AS)[1]
     resource.setrlimit(resource.RLIMIT_AS, (hard, hard))  # TSan and valgrind map a lot
 
