@@ -210,11 +210,13 @@ void kgpu_hw_destroy(struct kgpu_hw *hw)
 		return;
 	kthread_stop(hw->engine);
 	kthread_stop(hw->irq_thread);
+	spin_lock(&hw->lock);
 	for (i = 0; i < KGPU_HW_CHANNELS; i++) {
 		if (hw->channels[i])
 			pr_err("kgpu-hw: channel %d still bound at unload (a context was not released)\n",
 			       hw->channels[i]->id);
 	}
+	spin_unlock(&hw->lock);
 	kfree(hw);
 }
 

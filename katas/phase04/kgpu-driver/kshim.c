@@ -602,7 +602,6 @@ static void kfile_put(struct kfile *f)
 				break;
 			}
 		}
-		files_open--;
 	}
 	pthread_mutex_unlock(&files_lock);
 	if (!last)
@@ -614,6 +613,9 @@ static void kfile_put(struct kfile *f)
 			report_todo("release");
 	}
 	free(f);
+	pthread_mutex_lock(&files_lock);
+	files_open--; /* after release returned: unload waits for it */
+	pthread_mutex_unlock(&files_lock);
 }
 
 static long do_open(const char *name, unsigned int flags, pid_t pid)
@@ -1060,9 +1062,11 @@ int main(int argc, char **argv)
 			break;
 		msleep(10);
 	}
-	if (files_open) {
-		printk("kgpu: %ld files still in calls at unload (a call that never returns?)\n",
-		       files_open);
+	pthread_mutex_lock(&files_lock);
+	i = (int)files_open;
+	pthread_mutex_unlock(&files_lock);
+	if (i) {
+		printk("kgpu: %d files still in calls at unload (a call that never returns?)\n", i);
 		fflush(stderr);
 		_exit(3);
 	}
