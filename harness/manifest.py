@@ -20,6 +20,10 @@ CAPABILITIES = (
     "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
     "namespaces", "cgroups", "netns", "chromium", "kbuild",
 )  # fmt: skip
+# Capabilities a kata may keep in the sandbox child (`[sandbox] keep_capabilities`) in runs
+# that hold a secret: only CAP_SYS_ADMIN (namespaces, mount, pivot_root); the others the child
+# drops (harness.sandbox.secrets.DROPPED_CAPS) read the key directly and are never granted.
+GRANTABLE_CAPABILITIES = ("CAP_SYS_ADMIN",)
 LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
 _ID = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -74,6 +78,7 @@ class Manifest:
     budgets: dict[str, Any] = field(default_factory=dict)
     gate_fraction: float = 0.0  # the kata-wide default of the tasks' gate_fraction
     given: tuple[str, ...] = ()  # modules the learner uses but does not edit (kata-relative)
+    keep_capabilities: tuple[str, ...] = ()  # [sandbox] keep_capabilities: not dropped in the child
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -181,6 +186,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
     "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
+    "sandbox",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -241,12 +247,16 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
         seen.add(t.id)
 
     budgets = top.get("budgets", dict, {}, "a table")
+    sandbox = _Fields(path, top.get("sandbox", dict, {}, "a table ([sandbox])"), "sandbox.")
+    sandbox.unknown({"keep_capabilities"})
+    keep = sandbox.choices("keep_capabilities", GRANTABLE_CAPABILITIES)
     return Manifest(
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
         time_budget=None if time_budget is None else float(time_budget),
-        budgets=budgets, gate_fraction=gate_default, given=given, raw=data,
+        budgets=budgets, gate_fraction=gate_default, given=given, keep_capabilities=keep,
+        raw=data,
     )  # fmt: skip
 
 
