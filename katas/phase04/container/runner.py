@@ -30,14 +30,17 @@ import select
 import signal
 import time
 import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from harness import KataTodo
 
 from . import host
-from .spec import Spec
+from .spec import MNT_DETACH, Spec
 
 PR_SET_PDEATHSIG = 1
 
@@ -136,6 +139,28 @@ def run(rt: ModuleType, spec: Spec, timeout: float = 10.0) -> Result:
                 rt.remove_cgroup(cg)
             finally:
                 host.cleanup_cgroups()
+
+
+def _mounts() -> set[str]:
+    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
+
+
+@contextmanager
+def contained(rt: ModuleType) -> Iterator[Callable[..., Result]]:
+    """For the tests' `run` fixture: yields run(spec, timeout) with `rt`; afterwards removes
+    every cgroup of this kata (killing what is left in them) and undoes, then reports, any
+    mount the runtime left in this process's own mount namespace."""
+    before = _mounts()
+    try:
+        yield lambda spec, timeout=10.0: run(rt, spec, timeout)
+    finally:
+        host.cleanup_cgroups()
+        leaked = sorted(_mounts() - before, key=len, reverse=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        for target in leaked:
+            libc.umount2(target.encode(), MNT_DETACH)
+    if leaked:
+        raise AssertionError(f"your runtime left mounts in the host's mount namespace: {leaked}")
 
 
 def _timed(steps: dict[str, float], name: str, fn: Any, *args: Any) -> Any:

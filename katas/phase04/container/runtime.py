@@ -33,7 +33,8 @@ def write_id_maps(pid: int, spec: Spec) -> None:
 
 
 def set_hostname(spec: Spec) -> None:
-    """In pid 1: set the hostname (its own UTS namespace keeps the host's unchanged)."""
+    """In pid 1: set the hostname, only when the container has its own UTS namespace (the
+    host's hostname must never change)."""
     todo("set_hostname: sethostname(2) with spec.hostname")
 
 

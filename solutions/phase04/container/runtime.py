@@ -57,7 +57,10 @@ def write_id_maps(pid: int, spec: Spec) -> None:
 
 
 def set_hostname(spec: Spec) -> None:
-    """In pid 1: the hostname, in its own UTS namespace."""
+    """In pid 1: the hostname, in its own UTS namespace (without one, leave the host's: runc
+    refuses a hostname then)."""
+    if "uts" not in spec.namespaces:
+        return
     name = spec.hostname.encode()
     _check(_libc.sethostname(name, len(name)), "sethostname")
 

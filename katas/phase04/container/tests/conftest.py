@@ -55,28 +55,10 @@ def rootfs(needs_root: None, host: Any, kata: Any, tmp_path_factory: Any) -> Pat
     return kata.module("rootfs").build(tmp_path_factory.mktemp("rootfs"), host.busybox())
 
 
-def _mounts() -> set[str]:
-    return {line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()}
-
-
 @pytest.fixture
-def run(needs_root: None, rt: Any, runner: Any, host: Any) -> Any:
-    """run(spec, timeout=10) -> Result: one container with your runtime. Afterwards every
-    cgroup of this kata is removed (processes killed first) and a mount your code left in the
-    test's own mount namespace fails the test."""
-    before = _mounts()
-
-    def go(s: Any, timeout: float = 10.0) -> Any:
-        return runner.run(rt, s, timeout)
-
-    try:
+def run(needs_root: None, rt: Any, runner: Any) -> Any:
+    """run(spec, timeout=10) -> runner.Result: one container with your runtime. Afterwards
+    every cgroup of this kata is removed (its processes killed first), and a mount your code
+    left in the test's own mount namespace is undone and fails the test."""
+    with runner.contained(rt) as go:
         yield go
-    finally:
-        left = host.cleanup_cgroups()
-        leaked = _mounts() - before
-        for target in sorted(leaked, key=len, reverse=True):
-            import ctypes
-
-            ctypes.CDLL(None).umount2(target.encode(), 2)
-    assert not leaked, f"your runtime left mounts in the host's mount namespace: {sorted(leaked)}"
-    del left  # a cgroup left by a crashed run is the runner's to clean, not a failure

@@ -111,9 +111,7 @@ def test_rootfs_sees_only_the_rootfs(run: Any, spec: Any, rootfs: Path) -> None:
 
 
 def test_rootfs_proc_shows_the_containers_processes(run: Any, spec: Any, rootfs: Path) -> None:
-    script = (
-        "sleep 5 & ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; echo"
-    )
+    script = "sleep 5 & ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' '; echo"
     r = ok(run(spec.Spec(args=["/bin/sh", "-c", script], rootfs=str(rootfs))))
     pids = [int(p) for p in r.lines[0].split()]
     assert pids[0] == 1 and len(pids) <= 8 and max(pids) < 20, (
