@@ -139,6 +139,7 @@ class Sandbox:
                 limits=self._limits(info),
                 secrets=secret_paths,
                 nodeids=self._nodeids(item.session, kata_dir),
+                keep_caps=info.manifest.keep_capabilities,
             )
             try:
                 child = self.child = Child(item.session, spec)

@@ -120,10 +120,13 @@ def child_main(session: pytest.Session, fds: dict[str, int], spec: ChildSpec) ->
         mark_sandbox_child()
         fence.install()  # before the guard's snapshot: undoing the fence is then tampering
         guarded = secrets.has_secrets(spec.secrets)  # a key or masked files: before the scrub
+        drop, grant_notes = secrets.capability_grant(spec.keep_caps, spec.secrets)
         secrets.forget(session.config, spec.kata_dir)
         notes = lim.enter_child(spec.limits, spec.secrets, os.getuid() == 0)
         if guarded and os.getuid() == 0:  # after the masks are mounted: they stay mounted
-            notes += secrets.drop_capabilities()
+            notes += grant_notes + secrets.drop_capabilities(drop)
+            if drop != secrets.DROPPED_CAPS:  # a kept CAP_SYS_ADMIN: close its routes to memory
+                notes += secrets.refuse_syscalls()
         keep = {fds["cmd"], fds["res"], fds["fault"]} | _capture_fds(session.config)
         lim.close_inherited_fds(keep)
         faulthandler.enable(file=_FaultFile(fds["fault"]), all_threads=True)
@@ -183,6 +186,7 @@ class ChildSpec:
     limits: lim.Limits
     secrets: list[str]
     nodeids: set[str]
+    keep_caps: tuple[str, ...] = ()  # the kata's [sandbox] keep_capabilities
 
 
 @dataclass

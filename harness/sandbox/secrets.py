@@ -202,6 +202,77 @@ def forget(config: Any, kata_dir: Path) -> None:
     config.hook.pytest_kata_forget_secrets(config=config, kata_dir=kata_dir)
 
 
+CAP_NAMES = {"CAP_SYS_ADMIN": CAP_SYS_ADMIN}  # what a manifest may keep (manifest.GRANTABLE_...)
+BUNDLE_MAGIC = b"GPUKATAS-HIDDEN 1\n"  # a sealed bundle: ciphertext, useless without the key
+# Syscalls a child that keeps CAP_SYS_ADMIN must not make: with it, bpf(2) tracing programs and
+# system-wide perf_event_open(2) read other processes' memory (the harness's, holding the key)
+# without ptrace's checks, and swapon(2) would write their pages to a file the child can read.
+_REFUSED_SYSCALLS = {"x86_64": (321, 298, 167), "aarch64": (280, 241, 224)}
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+
+def capability_grant(
+    keep: tuple[str, ...], secret_paths: list[str]
+) -> tuple[tuple[int, ...], list[str]]:
+    """Which of DROPPED_CAPS to drop for a kata whose manifest keeps `keep`, in a run with
+    secrets. CAP_SYS_ADMIN can unmount the masks, so it is kept only when every masked file is
+    a sealed bundle (the key itself then lives in memory only, where the other drops and a
+    seccomp filter keep it out of reach); a key file or plaintext hidden tests on disk refuse
+    the grant. Returns (caps to drop, notes)."""
+    wanted = {CAP_NAMES[name] for name in keep if name in CAP_NAMES}
+    if not wanted:
+        return DROPPED_CAPS, []
+    readable = [p for p in secret_paths if not _is_bundle(p)]
+    if readable:
+        return DROPPED_CAPS, [
+            f"capability grant refused ({', '.join(keep)}): it could unmount the mask over "
+            f"{readable[0]}; pass the key in KATA_HIDDEN_KEY instead of a key file"
+        ]
+    return tuple(c for c in DROPPED_CAPS if c not in wanted), []
+
+
+def _is_bundle(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(BUNDLE_MAGIC)) == BUNDLE_MAGIC
+    except OSError:
+        return False
+
+
+def refuse_syscalls() -> list[str]:
+    """Install a seccomp filter that fails bpf(2), perf_event_open(2) and swapon(2) with EPERM
+    (and every syscall of another ABI). Returns notes on failure."""
+    import platform
+
+    machine = platform.machine()
+    if sys.platform != "linux" or machine not in _REFUSED_SYSCALLS:
+        return [f"syscalls not refused: no seccomp filter for {machine}"]
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                    ("k", ctypes.c_uint32)]  # fmt: skip
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
+
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    nrs = _REFUSED_SYSCALLS[machine]
+    n = len(nrs)
+    code = [(ld, 0, 0, 4), (jeq, 1, 0, _AUDIT_ARCH[machine]), (ret, 0, 0, deny), (ld, 0, 0, 0)]
+    code.append((jge, n + 1, 0, 0x40000000))  # x32 syscall numbers: deny
+    code += [(jeq, n - i, 0, nr) for i, nr in enumerate(nrs)]
+    code += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    insns = (Insn * len(code))(*[Insn(*c) for c in code])
+    prog = Prog(len(code), insns)
+    libc = _libc()
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return [f"syscalls not refused: no_new_privs: {os.strerror(ctypes.get_errno())}"]
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
+        return [f"syscalls not refused: seccomp: {os.strerror(ctypes.get_errno())}"]
+    return []
+
+
 def drop_capabilities(caps: tuple[int, ...] = DROPPED_CAPS) -> list[str]:
     """Give up `caps` (bounding, effective, permitted, inheritable). Returns notes on failure."""
     if sys.platform != "linux":
@@ -223,6 +294,8 @@ def drop_capabilities(caps: tuple[int, ...] = DROPPED_CAPS) -> list[str]:
 
 __all__ = [
     "DROPPED_CAPS",
+    "capability_grant",
+    "refuse_syscalls",
     "drop_capabilities",
     "forget",
     "has_secrets",

@@ -30,6 +30,13 @@ def _static(path: str) -> bool:
     return head[:4] == b"\x7fELF" and b"ld-linux" not in head and b"/lib64/ld" not in head
 
 
+def _has_cap_sys_admin() -> bool:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> 21 & 1)
+    return False
+
+
 def cgroup_version() -> int | None:
     """2 on a unified hierarchy (cgroup.controllers at the root), 1 with per-controller
     hierarchies (memory/, pids/, devices/), None without cgroups."""
@@ -54,6 +61,12 @@ def missing(need_cgroups: bool = False) -> str | None:
         return f"a container runtime needs root (mount, pivot_root, mknod): run `{RUN_AS_ROOT}`"
     if not Path("/proc/self/ns/user").exists():
         return "this kernel has no namespaces (/proc/self/ns is missing): use Linux"
+    if not _has_cap_sys_admin():
+        return (
+            "this process lacks CAP_SYS_ADMIN (unshare, mount, pivot_root): the sandbox keeps "
+            "it for this kata (kata.toml [sandbox]) except in runs with a hidden-test key file "
+            "on disk; see the run's sandbox notes, or pass the key in KATA_HIDDEN_KEY"
+        )
     if busybox() is None:
         return "no static busybox for the rootfs: apt-get install busybox-static"
     if need_cgroups:
