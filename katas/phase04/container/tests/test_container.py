@@ -255,3 +255,62 @@ def test_devices_driver_libraries_are_bind_mounted(
     )
     r = ok(run(s))
     assert r.lines == ["libcuda stand-in"]
+
+
+def test_cgroups_what_the_limits_did(
+    run: Any, spec: Any, rootfs: Path, cgroup_version: int, kata: Any, kata_metrics: Any
+) -> None:
+    """The table in the README, from your runtime: what each limit did to a workload, and how
+    long each step of a container's start took."""
+    cases = [
+        (
+            "dd bs=8M (memory.limit 32 MiB)",
+            "exec dd if=/dev/zero of=/dev/null bs=8M count=1",
+            32,
+            None,
+        ),
+        (
+            "dd bs=64M (memory.limit 32 MiB)",
+            "exec dd if=/dev/zero of=/dev/null bs=64M count=1",
+            32,
+            None,
+        ),
+        (
+            "40 x sleep & (pids.max 10)",
+            "for i in $(seq 40); do sleep 1 & done 2>/dev/null; wait",
+            None,
+            10,
+        ),
+    ]
+    rows, steps = [], {}
+    for i, (what, script, mib, pids) in enumerate(cases):
+        s = spec.Spec(
+            args=["/bin/sh", "-c", script],
+            rootfs=str(rootfs),
+            memory_limit=None if mib is None else mib << 20,
+            pids_limit=pids,
+            cgroup_name=f"table{i}",
+        )
+        r = run(s, timeout=15)
+        assert not r.timed_out, what
+        ended = f"signal {r.signal}" if r.signal else f"exit {r.exit_code}"
+        peak = r.counters.get("memory_peak", 0) >> 20
+        rows.append(
+            [
+                what,
+                ended,
+                str(r.counters.get("oom_kill", 0)),
+                str(r.counters.get("pids_refused", 0)),
+                f"{peak} MiB",
+            ]
+        )
+        steps = r.steps
+    assert rows[1][1] != "exit 0" and rows[0][1] == "exit 0", rows
+    assert rows[2][3] != "0", rows
+    header = ["workload", "pid 1 ended", "oom_kill", "forks refused", "peak memory"]
+    kata_metrics["limits"] = {row[0]: row[1:] for row in rows}
+    kata_metrics["start steps (ms)"] = {k: round(v * 1e3, 2) for k, v in steps.items()}
+    kata_metrics["svg"] = kata.module("picture").table_svg(
+        f"what the limits did (cgroup v{cgroup_version})", header, rows
+    )
+    kata_metrics["label"] = "your runtime: memory and pids limits biting"
