@@ -85,6 +85,37 @@ def cgroup_procs(path: Path) -> list[int]:
         return []
 
 
+def own_cgroups() -> dict[str, str]:
+    """This process's cgroups, {hierarchy: path}: "memory", "pids", ... on v1, "unified" on v2."""
+    out: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, names, path = line.split(":", 2)
+        for name in names.split(",") if names else ["unified"]:
+            out[name] = path
+    return out
+
+
+def move_back(original: dict[str, str], cgroup: dict[str, str]) -> None:
+    """Move this process from the container's cgroup back to where it was (`original`, from
+    own_cgroups() before it joined), in each hierarchy of `cgroup`."""
+    for name in cgroup:
+        path = original.get(name)
+        if path is None:
+            continue
+        base = CGROUP_ROOT if name == "unified" else CGROUP_ROOT / name
+        try:
+            (base / path.lstrip("/") / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            pass  # then it stays in the container's cgroup: only its memory counts there
+
+
+def wait_empty(cgroup: dict[str, str], timeout: float = 3.0) -> None:
+    """Wait (bounded) until no process is left in the container's cgroup directories."""
+    deadline = time.monotonic() + timeout
+    while any(cgroup_procs(Path(d)) for d in cgroup.values()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def cleanup_cgroups(timeout: float = 5.0) -> list[str]:
     """Kill every process in this kata's cgroups and remove them, deepest first. Returns what
     it had to clean (empty when the runtime removed its own)."""

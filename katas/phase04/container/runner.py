@@ -135,6 +135,7 @@ def run(rt: ModuleType, spec: Spec, timeout: float = 10.0) -> Result:
             _kill(0, child)
             _reap(child)
         if cg:
+            host.wait_empty(cg)  # pid 1's namespace dies asynchronously after the kill
             try:
                 rt.remove_cgroup(cg)
             finally:
@@ -263,6 +264,12 @@ def _child(
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         os.setsid()
+        # This process joins the container's cgroup (so that pid 1 is inside from its first
+        # instruction) but is the runtime's, not the container's: the OOM killer must not pick
+        # it, and once pid 1 is forked it goes back where it was, so that the memory this copy
+        # of the test process touches is not charged to the container.
+        _oom_score_adj(-1000)
+        original = host.own_cgroups()
         t = time.perf_counter()
         try:
             rt.enter_namespaces(spec)
@@ -276,6 +283,8 @@ def _child(
         if pid1 == 0:
             _pid1(rt, spec, rep, out, err, libc)
         _report(rep, pid1=pid1)
+        joined = {k: v for k, v in host.own_cgroups().items() if v != original.get(k)}
+        host.move_back(original, joined)
         _, status = os.waitpid(pid1, 0)
         _report(rep, status=status)
         code = 0
@@ -284,11 +293,20 @@ def _child(
     os._exit(code)
 
 
+def _oom_score_adj(value: int) -> None:  # pragma: no cover - runs in the child
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(value))
+    except OSError:
+        pass
+
+
 def _pid1(
     rt: ModuleType, spec: Spec, rep: int, out: int, err: int, libc: Any
 ) -> None:  # pragma: no cover
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _oom_score_adj(0)  # the container's processes are fair game again
         calls = [("set_hostname", rt.set_hostname)]
         if spec.rootfs is not None:
             calls.append(("setup_rootfs", rt.setup_rootfs))
