@@ -95,18 +95,27 @@ def own_cgroups() -> dict[str, str]:
     return out
 
 
-def move_back(original: dict[str, str], cgroup: dict[str, str]) -> None:
-    """Move this process from the container's cgroup back to where it was (`original`, from
-    own_cgroups() before it joined), in each hierarchy of `cgroup`."""
-    for name in cgroup:
-        path = original.get(name)
-        if path is None:
-            continue
-        base = CGROUP_ROOT if name == "unified" else CGROUP_ROOT / name
+def return_tickets() -> list[int]:
+    """Open (for writing) this process's own cgroup.procs in every hierarchy, to write its pid
+    back later (go_back): after pivot_root in its mount namespace the paths are gone, fds stay."""
+    fds = []
+    for name, path in own_cgroups().items():
+        base = CGROUP_ROOT if name == "unified" else CGROUP_ROOT / name.removeprefix("name=")
         try:
-            (base / path.lstrip("/") / "cgroup.procs").write_text(str(os.getpid()))
+            fds.append(os.open(base / path.lstrip("/") / "cgroup.procs", os.O_WRONLY))
         except OSError:
-            pass  # then it stays in the container's cgroup: only its memory counts there
+            pass  # a hierarchy not mounted here
+    return fds
+
+
+def go_back(tickets: list[int]) -> None:
+    """Move this process back to the cgroups return_tickets() saw."""
+    for fd in tickets:
+        try:
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:
+            pass  # then it stays in the container's cgroup: only its own memory counts there
+        os.close(fd)
 
 
 def wait_empty(cgroup: dict[str, str], timeout: float = 3.0) -> None:

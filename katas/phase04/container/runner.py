@@ -269,7 +269,7 @@ def _child(
         # it, and once pid 1 is forked it goes back where it was, so that the memory this copy
         # of the test process touches is not charged to the container.
         _oom_score_adj(-1000)
-        original = host.own_cgroups()
+        tickets = host.return_tickets()
         t = time.perf_counter()
         try:
             rt.enter_namespaces(spec)
@@ -283,8 +283,7 @@ def _child(
         if pid1 == 0:
             _pid1(rt, spec, rep, out, err, libc)
         _report(rep, pid1=pid1)
-        joined = {k: v for k, v in host.own_cgroups().items() if v != original.get(k)}
-        host.move_back(original, joined)
+        host.go_back(tickets)
         _, status = os.waitpid(pid1, 0)
         _report(rep, status=status)
         code = 0
