@@ -265,7 +265,7 @@ def refuse_syscalls() -> list[str]:
     code += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     insns = (Insn * len(code))(*[Insn(*c) for c in code])
     prog = Prog(len(code), insns)
-    libc = _libc()
+    libc = load_libc()
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         return [f"syscalls not refused: no_new_privs: {os.strerror(ctypes.get_errno())}"]
     if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
