@@ -127,7 +127,6 @@ static void efault(void)
 		{ "submit_unmapped", KGPU_IOC_SUBMIT, NULL },
 		{ "wait_unmapped", KGPU_IOC_WAIT, NULL },
 	};
-	struct kgpu_param *rop;
 	size_t i;
 
 	if (gone == MAP_FAILED || ro == MAP_FAILED || two == MAP_FAILED)
@@ -138,9 +137,7 @@ static void efault(void)
 	cases[2].arg = ro;
 	cases[3].arg = two + page - 4;
 	cases[5].arg = gone + 8;
-	rop = (struct kgpu_param *)ro; /* a valid GET_PARAM request the driver cannot answer into */
-	(void)rop;
-	cases[6].arg = ro;
+	cases[6].arg = ro; /* readable, so the request is read; the answer cannot be written */
 	cases[7].arg = gone;
 	cases[8].arg = gone;
 	printf("{");
