@@ -57,6 +57,7 @@ class Result:
     steps: dict[str, float] = field(default_factory=dict)  # step -> seconds
     counters: dict[str, int] = field(default_factory=dict)  # from the cgroup, before removal
     cgroup: dict[str, str] = field(default_factory=dict)
+    pid1: int = 0  # pid 1's pid on the host (gone after the run)
 
     @property
     def lines(self) -> list[str]:
@@ -128,7 +129,15 @@ def run(rt: ModuleType, spec: Spec, timeout: float = 10.0) -> Result:
             else:
                 code = os.WEXITSTATUS(status)
         return Result(
-            code, sig, reader.text(1), reader.text(2), status is None, steps, counters, dict(cg)
+            code,
+            sig,
+            reader.text(1),
+            reader.text(2),
+            status is None,
+            steps,
+            counters,
+            dict(cg),
+            pid1,
         )
     finally:
         if child > 0:
@@ -152,6 +161,7 @@ def contained(rt: ModuleType) -> Iterator[Callable[..., Result]]:
     every cgroup of this kata (killing what is left in them) and undoes, then reports, any
     mount the runtime left in this process's own mount namespace."""
     before = _mounts()
+    host.cleanup_cgroups()  # what an earlier test left when its process was killed mid-run
     try:
         yield lambda spec, timeout=10.0: run(rt, spec, timeout)
     finally:

@@ -92,6 +92,37 @@ def test_namespaces_root_inside_is_mapped(run: Any, spec: Any, host: Any) -> Non
     assert r.lines[1].split()[:2] == ["0", "0"], f"uid_map inside: {r.lines[1:]}"
 
 
+def test_namespaces_a_hung_container_is_killed(run: Any, spec: Any, rt: Any, runner: Any) -> None:
+    """A container that never exits is cut at the timeout and nothing of it survives: pid 1
+    dying takes its whole pid namespace with it (the runner kills pid 1 and its parent)."""
+    import time
+    import types
+
+    hung = types.SimpleNamespace(**{k: getattr(rt, k) for k in dir(rt) if not k.startswith("__")})
+
+    def set_hostname_then_hang(s: Any) -> None:
+        rt.set_hostname(s)
+        time.sleep(60)
+
+    hung.set_hostname = set_hostname_then_hang
+    t = time.monotonic()
+    r = runner.run(hung, spec.Spec(args=["/bin/true"]), timeout=1.0)
+    assert r.timed_out and time.monotonic() - t < 5, "the run was not cut at its timeout"
+    assert r.pid1 > 0
+    deadline = time.monotonic() + 3
+    while _running(r.pid1) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _running(r.pid1), f"pid 1 ({r.pid1}) of the hung container is still running"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state not in "ZX"  # a zombie waits for init to reap it: it runs nothing
+
+
 # --- task "rootfs" -----------------------------------------------------------------------
 
 
