@@ -226,7 +226,7 @@ def capability_grant(
     if readable:
         return DROPPED_CAPS, [
             f"capability grant refused ({', '.join(keep)}): it could unmount the mask over "
-            f"{readable[0]}; pass the key in KATA_HIDDEN_KEY instead of a key file"
+            f"{readable[0]}; grade it from a published bundle with the key in KATA_HIDDEN_KEY"
         ]
     return tuple(c for c in DROPPED_CAPS if c not in wanted), []
 

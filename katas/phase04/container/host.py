@@ -48,11 +48,12 @@ def cgroup_version() -> int | None:
 
 
 def cgroup_base(controller: str = "memory") -> Path:
-    """The directory under which this kata's cgroups live: on v1 one per controller
-    (/sys/fs/cgroup/memory/gpu-katas-container), on v2 one (/sys/fs/cgroup/gpu-katas-container)."""
-    if cgroup_version() == 2:
-        return CGROUP_ROOT / CGROUP_PARENT
-    return CGROUP_ROOT / controller / CGROUP_PARENT
+    """The directory under which this process's containers get their cgroups: on v1 one per
+    controller (/sys/fs/cgroup/memory/gpu-katas-container/PID), on v2 one
+    (/sys/fs/cgroup/gpu-katas-container/PID). PID (this process) keeps parallel test workers
+    apart: each cleans up only its own."""
+    top = CGROUP_ROOT if cgroup_version() == 2 else CGROUP_ROOT / controller
+    return top / CGROUP_PARENT / str(os.getpid())
 
 
 def missing(need_cgroups: bool = False) -> str | None:
@@ -64,8 +65,9 @@ def missing(need_cgroups: bool = False) -> str | None:
     if not _has_cap_sys_admin():
         return (
             "this process lacks CAP_SYS_ADMIN (unshare, mount, pivot_root): the sandbox keeps "
-            "it for this kata (kata.toml [sandbox]) except in runs with a hidden-test key file "
-            "on disk; see the run's sandbox notes, or pass the key in KATA_HIDDEN_KEY"
+            "it for this kata (kata.toml [sandbox]) except when a secret it masks is readable "
+            "on disk (a key file, grade mode's plaintext hidden tests): grade from a published "
+            "bundle with the key in KATA_HIDDEN_KEY (the run's sandbox note names the file)"
         )
     if busybox() is None:
         return "no static busybox for the rootfs: apt-get install busybox-static"
@@ -126,31 +128,36 @@ def wait_empty(cgroup: dict[str, str], timeout: float = 3.0) -> None:
 
 
 def cleanup_cgroups(timeout: float = 5.0) -> list[str]:
-    """Kill every process in this kata's cgroups and remove them, deepest first. Returns what
-    it had to clean (empty when the runtime removed its own)."""
-    bases = (
+    """Kill every process in this process's container cgroups (and in those of processes that
+    are gone) and remove them, deepest first. Returns what it had to clean."""
+    tops = (
         [CGROUP_ROOT / CGROUP_PARENT]
         if cgroup_version() == 2
         else [CGROUP_ROOT / c / CGROUP_PARENT for c in V1_CONTROLLERS]
     )
     left: list[str] = []
-    for base in bases:
-        if not base.is_dir():
+    for top in tops:
+        if not top.is_dir():
             continue
-        dirs = sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-        for d in dirs:
-            left.append(str(d))
-            deadline = time.monotonic() + timeout
-            while pids := cgroup_procs(d):
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.01)
-            _rmdir(d, deadline)
+        for base in top.iterdir():
+            owner = int(base.name) if base.name.isdigit() else 0
+            if not base.is_dir() or (owner != os.getpid() and Path(f"/proc/{owner}").exists()):
+                continue  # another live test process's containers
+            dirs = sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+            for d in [*dirs, base]:
+                if d != base:
+                    left.append(str(d))
+                deadline = time.monotonic() + timeout
+                while pids := cgroup_procs(d):
+                    for pid in pids:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+                _rmdir(d, deadline)
     return left
 
 

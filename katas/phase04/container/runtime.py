@@ -64,9 +64,10 @@ def setup_rootfs(spec: Spec) -> None:
 
 
 def create_cgroup(spec: Spec) -> dict[str, str]:
-    """Make the container's cgroup (host.cgroup_base(controller) / spec.cgroup_name) and write
-    spec.memory_limit and spec.pids_limit into it. Return {controller: directory}: on cgroup
-    v1 "memory", "pids" and "devices"; on v2 one entry, "unified"."""
+    """Make the container's cgroup (host.cgroup_base(controller) / spec.cgroup_name, parents
+    included) and write spec.memory_limit and spec.pids_limit into it. Return
+    {controller: directory}: on cgroup v1 "memory", "pids" and "devices"; on v2 one entry,
+    "unified"."""
     todo("create_cgroup: mkdir the cgroup(s) and write the limits")
 
 

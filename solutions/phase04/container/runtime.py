@@ -109,10 +109,13 @@ def create_cgroup(spec: Spec) -> dict[str, str]:
     (v1: "memory", "pids", "devices"; v2: "unified")."""
     if host.cgroup_version() == 2:
         base = host.cgroup_base()
-        base.mkdir(exist_ok=True)
-        # v2 controllers must be enabled top-down in cgroup.subtree_control.
-        for parent in (base.parent, base):
-            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        base.mkdir(parents=True, exist_ok=True)
+        # v2 controllers must be enabled top-down in cgroup.subtree_control, from the root.
+        for parent in (
+            *reversed(base.relative_to(host.CGROUP_ROOT).parents),
+            base.relative_to(host.CGROUP_ROOT),
+        ):
+            (host.CGROUP_ROOT / parent / "cgroup.subtree_control").write_text("+memory +pids")
         d = base / spec.cgroup_name
         d.mkdir()
         if spec.memory_limit is not None:

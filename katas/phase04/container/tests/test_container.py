@@ -187,7 +187,7 @@ def test_cgroups_limits_are_written(
 
 
 def test_cgroups_the_container_is_inside(
-    run: Any, spec: Any, rootfs: Path, cgroup_version: int
+    run: Any, spec: Any, rootfs: Path, cgroup_version: int, host: Any
 ) -> None:
     s = spec.Spec(
         args=["/bin/cat", "/proc/self/cgroup"],
@@ -200,7 +200,11 @@ def test_cgroups_the_container_is_inside(
     paths = {line.split(":", 2)[1]: line.split(":", 2)[2] for line in r.lines}
     want = ("",) if cgroup_version == 2 else ("memory", "pids")
     for controller in want:
-        assert paths.get(controller, "").endswith("gpu-katas-container/inside"), (
+        top = host.CGROUP_ROOT / controller
+        want_path = "/" + str(
+            (host.cgroup_base(controller or "memory") / "inside").relative_to(top)
+        )
+        assert paths.get(controller) == want_path, (
             f"pid 1 is not in the container's {controller or 'v2'} cgroup: {r.lines}"
         )
 
