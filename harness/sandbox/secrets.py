@@ -204,10 +204,14 @@ def forget(config: Any, kata_dir: Path) -> None:
 
 CAP_NAMES = {"CAP_SYS_ADMIN": CAP_SYS_ADMIN}  # what a manifest may keep (manifest.GRANTABLE_...)
 BUNDLE_MAGIC = b"GPUKATAS-HIDDEN 1\n"  # a sealed bundle: ciphertext, useless without the key
-# Syscalls a child that keeps CAP_SYS_ADMIN must not make: with it, bpf(2) tracing programs and
+# Syscalls a child that keeps CAP_SYS_ADMIN must not make: with it, tracing BPF programs and
 # system-wide perf_event_open(2) read other processes' memory (the harness's, holding the key)
 # without ptrace's checks, and swapon(2) would write their pages to a file the child can read.
-_REFUSED_SYSCALLS = {"x86_64": (321, 298, 167), "aarch64": (280, 241, 224)}
+# bpf(2) keeps the commands a cgroup v2 device filter needs (PROG_LOAD, PROG_ATTACH,
+# PROG_DETACH, PROG_QUERY): a loaded tracing program is inert without perf_event_open,
+# BPF_RAW_TRACEPOINT_OPEN or BPF_LINK_CREATE, and BPF_PROG_TEST_RUN cannot run it.
+_SYSCALLS = {"x86_64": (321, 298, 167), "aarch64": (280, 241, 224)}  # bpf, perf_event_open, swapon
+_BPF_COMMANDS_KEPT = (5, 8, 9, 16)
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 
@@ -240,12 +244,13 @@ def _is_bundle(path: str) -> bool:
 
 
 def refuse_syscalls() -> list[str]:
-    """Install a seccomp filter that fails bpf(2), perf_event_open(2) and swapon(2) with EPERM
-    (and every syscall of another ABI). Returns notes on failure."""
+    """Install a seccomp filter that fails perf_event_open(2), swapon(2), bpf(2) but for the
+    device-filter commands, and every syscall of another ABI, with EPERM. Returns notes on
+    failure."""
     import platform
 
     machine = platform.machine()
-    if sys.platform != "linux" or machine not in _REFUSED_SYSCALLS:
+    if sys.platform != "linux" or machine not in _SYSCALLS:
         return [f"syscalls not refused: no seccomp filter for {machine}"]
 
     class Insn(ctypes.Structure):
@@ -255,14 +260,8 @@ def refuse_syscalls() -> list[str]:
     class Prog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
 
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
-    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
-    nrs = _REFUSED_SYSCALLS[machine]
-    n = len(nrs)
-    code = [(ld, 0, 0, 4), (jeq, 1, 0, _AUDIT_ARCH[machine]), (ret, 0, 0, deny), (ld, 0, 0, 0)]
-    code.append((jge, n + 1, 0, 0x40000000))  # x32 syscall numbers: deny
-    code += [(jeq, n - i, 0, nr) for i, nr in enumerate(nrs)]
-    code += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    bpf, perf, swapon = _SYSCALLS[machine]
+    code = _seccomp_program(_AUDIT_ARCH[machine], bpf, (perf, swapon))
     insns = (Insn * len(code))(*[Insn(*c) for c in code])
     prog = Prog(len(code), insns)
     libc = load_libc()
@@ -271,6 +270,34 @@ def refuse_syscalls() -> list[str]:
     if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, MODE_FILTER
         return [f"syscalls not refused: seccomp: {os.strerror(ctypes.get_errno())}"]
     return []
+
+
+def _seccomp_program(
+    arch: int, bpf: int, refused: tuple[int, ...]
+) -> list[tuple[int, int, int, int]]:
+    """Classic BPF over struct seccomp_data {nr, arch, ip, args[6]}: (code, jt, jf, k) each;
+    jumps go forward only, relative to the next instruction."""
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, JMP|JEQ|K, JMP|JGE|K, RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    kept = _BPF_COMMANDS_KEPT
+    m, n = len(kept), len(refused)
+    allow_at = 9 + m + n  # the two returns at the end
+    deny_at = allow_at + 1
+
+    def to(target: int, at: int) -> int:
+        return target - at - 1
+
+    code = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
+    code.append((jge, to(deny_at, 4), 0, 0x40000000))  # x32 syscall numbers: deny
+    code.append((jeq, 0, m + 2, bpf))  # 5: bpf falls into its command checks
+    code.append((ld, 0, 0, 16))  # 6: args[0], low 32 bits (little-endian)
+    code += [(jeq, to(allow_at, 7 + i), 0, cmd) for i, cmd in enumerate(kept)]
+    code.append((ret, 0, 0, deny))  # 7 + m: another bpf command
+    code.append((ld, 0, 0, 0))  # 8 + m: the syscall number again
+    code += [(jeq, to(deny_at, 9 + m + i), 0, nr) for i, nr in enumerate(refused)]
+    code += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    assert len(code) == deny_at + 1
+    return code
 
 
 def drop_capabilities(caps: tuple[int, ...] = DROPPED_CAPS) -> list[str]:

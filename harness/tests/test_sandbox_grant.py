@@ -43,7 +43,7 @@ def test_manifest_keep_capabilities_is_validated(tmp_path: Path) -> None:
 
 # What a granted child tries besides BUNDLE_READER's routes: whether it holds CAP_SYS_ADMIN,
 # unmounting the masks over the key file and the bundle, a non-recursive bind of / (which
-# shows the files under every mask), and bpf(2).
+# shows the files under every mask), and the bpf(2) commands a tracing program needs.
 GRANTED_READER = r"""
 import ctypes, tempfile
 
@@ -81,8 +81,13 @@ def _bind_root():
     return _hex_keys(Path(target, path).read_bytes(), _key_id())
 
 
-def _bpf():
-    return _libc.syscall(321, 0, 0, 0) == 0 or os.strerror(ctypes.get_errno())
+def _bpf():  # MAP_CREATE, PROG_TEST_RUN, RAW_TRACEPOINT_OPEN, LINK_CREATE (x86_64 numbers)
+    attr = (ctypes.c_uint8 * 128)()
+    out = set()
+    for cmd in (0, 10, 17, 28):
+        ret = _libc.syscall(321, cmd, attr, 128)
+        out.add("ok" if ret >= 0 else os.strerror(ctypes.get_errno()))
+    return " ".join(sorted(out))
 
 
 def add(a, b):

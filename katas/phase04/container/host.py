@@ -47,6 +47,16 @@ def cgroup_version() -> int | None:
     return None
 
 
+def cgroup2_dir() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup on v2, /sys/fs/cgroup/unified on
+    a "hybrid" v1 host (systemd's default there; no controllers, but BPF programs attach)."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[2] == "cgroup2" and fields[1] in (str(CGROUP_ROOT), str(CGROUP_ROOT / "unified")):
+            return Path(fields[1])
+    return None
+
+
 def cgroup_base(controller: str = "memory") -> Path:
     """The directory under which this process's containers get their cgroups: on v1 one per
     controller (/sys/fs/cgroup/memory/gpu-katas-container/PID), on v2 one
@@ -131,10 +141,10 @@ def cleanup_cgroups(timeout: float = 5.0) -> list[str]:
     """Kill every process in this process's container cgroups (and in those of processes that
     are gone) and remove them, deepest first. Returns what it had to clean."""
     tops = (
-        [CGROUP_ROOT / CGROUP_PARENT]
-        if cgroup_version() == 2
-        else [CGROUP_ROOT / c / CGROUP_PARENT for c in V1_CONTROLLERS]
+        [] if cgroup_version() == 2 else [CGROUP_ROOT / c / CGROUP_PARENT for c in V1_CONTROLLERS]
     )
+    if (unified := cgroup2_dir()) is not None:
+        tops.append(unified / CGROUP_PARENT)
     left: list[str] = []
     for top in tops:
         if not top.is_dir():

@@ -92,8 +92,12 @@ def create_device_nodes(spec: Spec) -> None:
 
 def restrict_devices(spec: Spec, cgroup: dict[str, str]) -> None:
     """The devices controller: deny every device, then allow spec.DEFAULT_DEVICES and the
-    spec's devices whose `allow` is set (Device.rule() is the rule's text)."""
-    todo("restrict_devices: devices.deny then devices.allow")
+    spec's devices whose `allow` is set. cgroup v1 ({"devices": dir, ...}): devices.deny and
+    devices.allow (Device.rule() is a rule's text). cgroup v2 ({"unified": dir}): load a
+    BPF_PROG_TYPE_CGROUP_DEVICE program that returns 1 for those and 0 otherwise, and attach it
+    to dir (bpf(2) BPF_PROG_LOAD, then BPF_PROG_ATTACH with BPF_CGROUP_DEVICE; spec.py has the
+    numbers)."""
+    todo("restrict_devices: devices.deny then devices.allow (v1), an eBPF program (v2)")
 
 
 def bind_mounts(spec: Spec, root: str) -> None:

@@ -34,6 +34,18 @@ MNT_DETACH = 2  # umount2(2): lazy unmount
 
 SYS_pivot_root = 155  # x86_64; glibc has no wrapper, call it through syscall(2)
 
+# cgroup v2's devices controller: a BPF_PROG_TYPE_CGROUP_DEVICE program attached to the
+# cgroup. It runs on every open/mknod of a device node with a context
+#     struct bpf_cgroup_dev_ctx { u32 access_type; u32 major; u32 minor; }   (r1 points to it)
+# where access_type = (access << 16) | type, and returns 1 (allow) or 0 (deny: EPERM).
+SYS_bpf = 321  # x86_64
+BPF_PROG_LOAD = 5
+BPF_PROG_ATTACH = 8
+BPF_PROG_TYPE_CGROUP_DEVICE = 15
+BPF_CGROUP_DEVICE = 6  # the attach type
+BPF_DEVCG_DEV_BLOCK, BPF_DEVCG_DEV_CHAR = 1, 2
+BPF_DEVCG_ACC_MKNOD, BPF_DEVCG_ACC_READ, BPF_DEVCG_ACC_WRITE = 1, 2, 4
+
 # OCI linux.namespaces[].type -> the flag that creates it.
 NAMESPACES = {
     "mount": CLONE_NEWNS,

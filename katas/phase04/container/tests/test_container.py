@@ -260,8 +260,6 @@ def test_devices_allowed_node_reaches_the_driver(
     """No driver owns major 195 on this machine: an allowed open reaches the kernel's lookup of
     the driver and fails with ENXIO ("No such device or address"), as on a host where the
     nvidia module is not loaded."""
-    if cgroup_version == 2:
-        pytest.skip("cgroup v2: the devices controller is an eBPF program; see the README")
     devs = [*spec.nvidia_devices((0,)), spec.Device("/dev/kgpu0", spec.KGPU_MAJOR, 0)]
     script = "cat /dev/nvidia0; cat /dev/kgpu0; echo x > /dev/null && echo null-ok"
     s = spec.Spec(
@@ -275,6 +273,49 @@ def test_devices_allowed_node_reaches_the_driver(
     assert "null-ok" in r.lines, f"/dev/null must stay usable: {r.stderr}"
     for node in ("/dev/nvidia0", "/dev/kgpu0"):
         assert f"can't open '{node}': No such device or address" in r.stderr, r.stderr
+
+
+def test_devices_ebpf_filter_on_cgroup2(
+    run: Any, rt: Any, spec: Any, host: Any, rootfs: Path, cgroup_version: int
+) -> None:
+    """cgroup v2 has no devices files: restrict_devices gets {"unified": directory} and attaches
+    a BPF_PROG_TYPE_CGROUP_DEVICE program there. A v1 host with systemd's "hybrid" layout
+    mounts the v2 hierarchy at /sys/fs/cgroup/unified, where the program works the same: this
+    test hands your function such a directory and opens the nodes from a process inside it."""
+    import errno
+
+    top = host.cgroup2_dir()
+    if top is None:
+        pytest.skip("no cgroup v2 hierarchy is mounted here (/sys/fs/cgroup or .../unified)")
+    d = top / spec.CGROUP_PARENT / str(os.getpid()) / "ebpf"
+    d.mkdir(parents=True)
+    devs = [*spec.nvidia_devices((0,), hidden=(1,)), spec.Device("/dev/kgpu0", spec.KGPU_MAJOR, 0)]
+    s = spec.Spec(args=["/bin/true"], rootfs=str(rootfs), devices=devs, restrict_devices=True)
+    rt.create_device_nodes(s)
+    rt.restrict_devices(s, {"unified": str(d)})
+    names = ("null", "zero", "nvidia0", "nvidiactl", "nvidia-uvm", "kgpu0", "nvidia1", "urandom")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: joins the cgroup, opens, reports
+        try:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+            got = []
+            for name in names:
+                try:
+                    os.close(os.open(rootfs / "dev" / name, os.O_RDONLY))
+                    got.append("ok")
+                except OSError as e:
+                    got.append(errno.errorcode.get(e.errno, str(e.errno)))
+            os.write(w, " ".join(got).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    got = dict(zip(names, os.read(r, 4096).decode().split(), strict=True))
+    os.close(r)
+    want = {"null": "ok", "zero": "ok", "nvidia0": "ENXIO", "nvidiactl": "ENXIO"}
+    want |= {"nvidia-uvm": "ENXIO", "kgpu0": "ENXIO", "nvidia1": "EPERM", "urandom": "ok"}
+    assert got == want, f"opened from a process in {d}"
 
 
 def test_devices_driver_libraries_are_bind_mounted(
