@@ -23,8 +23,10 @@ import harness.cuda.gpu  # imported before any test: harness.sandbox's guard
 from harness.api import capabilities, kata_context
 from harness.cuda import sanitizer
 from harness.cuda.args import In, InOut, Out
+from harness.cuda.errors import CudaCompileError
 from harness.loader import KataLoadError
 from harness.manifest import ManifestError
+from harness.native import includes
 
 __all__ = ["CudaSession", "cuda", "cuda_gpu"]
 
@@ -108,6 +110,9 @@ class CudaSession:
         """SourceModule of the kata file `name`; backend="cpu" forces the cpu backend."""
         path = self.path(name)
         source = path.read_text(encoding="utf-8")
+        refused = includes.refusal([path])
+        if refused:  # `#include "../../kernel.cu"` from a shortcut would compile the reference
+            raise CudaCompileError(refused, log=refused, command=())
         return self.source_module(
             source,
             options,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.native import includes
 from harness.native.cache import ArtefactCache, hash_parts
 from harness.native.diagnostics import relativise, trim_compiler_output
 from harness.toolchain import require_tool, tool_version_text
@@ -156,6 +157,9 @@ def _build(
     rel_srcs = [os.path.relpath(s, cwd) for s in srcs]
 
     hdrs = sorted({Path(h).resolve() for h in headers} | set(_discover_headers(srcs, incs)))
+    refused = includes.refusal([*srcs, *hdrs])
+    if refused:  # a path out of the kata would compile the reference as the submission
+        raise BuildError(refused, log=refused, command=())
     parts: list[bytes | str] = [FORMAT_VERSION, kind, lang, str(cc), tool_version_text(tool)]
     parts += ["flags", *cmd_flags, "tail", *tail_flags]
     for s, rel in zip(srcs, rel_srcs, strict=True):

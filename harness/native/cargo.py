@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.native import includes
 from harness.native.build import BuildError, BuildResult, default_cache
 from harness.native.cache import ArtefactCache, hash_parts
 from harness.native.diagnostics import relativise
@@ -75,6 +76,9 @@ def build_cargo_cdylib(
     for s in [toml, *srcs]:
         if not s.is_file():
             raise FileNotFoundError(f"file not found: {s}")
+    refused = includes.refusal(srcs)
+    if refused:  # include!("/.../solutions/...") would compile the reference as the submission
+        raise BuildError(refused, log=refused, command=())
     parts: list[bytes | str] = [FORMAT_VERSION, str(cargo), tool_version_text("cargo")]
     parts += [_rustc_version(cargo), "toml", toml.read_bytes()]
     for s in sorted(srcs, key=lambda p: p.name):

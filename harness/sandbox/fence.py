@@ -31,6 +31,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,8 @@ _KATAS: dict[str, KataFiles] = {}  # package name -> kata
 # it: a reference file a shortcut does not replace is loaded by the shortcut's and the reference's
 _LEARNER_FILES: dict[str, list[KataFiles]] = {}
 _original: dict[str, Any] = {}
+# the `solutions/` trees of the repositories whose katas are loaded (resolved, with a trailing /)
+_SOLUTION_ROOTS: set[str] = set()
 
 
 def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
@@ -107,6 +110,12 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
         package, kata, both, frozenset(files), None if given is None else frozenset(given)
     )
     _KATAS[package] = entry
+    for d in both:
+        parts = d.parts
+        for top in ("solutions", "katas"):
+            if top in parts:
+                root = Path(*parts[: parts.index(top)], "solutions")
+                _SOLUTION_ROOTS.add(os.path.realpath(root) + os.sep)
     seen: set[str] = set()
     for d in dirs:  # search-path order: a file shadowed by an earlier directory is not loaded
         for path in sorted(d.rglob("*.py")) if d.is_dir() else ():
@@ -129,6 +138,7 @@ def install() -> None:
     builtins.__import__ = _fenced_import
     importlib.import_module = _fenced_import_module
     importlib.__import__ = _fenced_import
+    sys.addaudithook(_audit_open)  # permanent by design: learner code cannot remove it
 
 
 def _fenced_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (),
@@ -167,6 +177,52 @@ def _learner(frame: Any, globals: Any) -> KataFiles | None:
     file = g.get("__file__")
     owners = _LEARNER_FILES.get(file) if isinstance(file, str) else None
     return next((k for k in owners or () if k.package == package), None)
+
+
+def _audit_open(event: str, args: tuple[Any, ...]) -> None:
+    """Refuse learner code's opening of files under `solutions/` that its implementation does not
+    load: the reference's copy of a file it replaces, another shortcut, the hidden tests. Reading
+    the reference from disk and running it is the import of `solutions` by another spelling."""
+    if event != "open" or not _SOLUTION_ROOTS:
+        return
+    path = args[0] if args else None
+    if path is None or isinstance(path, int):
+        return
+    try:
+        real = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return
+    if not any(real.startswith(root) for root in _SOLUTION_ROOTS):
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        kata = _learner(frame, None)
+        if kata is not None:
+            if not _loads(kata, Path(real)):
+                raise PermissionError(
+                    f"learner code may not read {real}: the reference solution and the hidden "
+                    "tests are not part of the kata (docs/kata-layout.md, 'What learner code "
+                    "may import')"
+                )
+            return
+        frame = frame.f_back
+
+
+def _loads(kata: KataFiles, path: Path) -> bool:
+    """Whether `path` (resolved) is a file `kata`'s implementation loads: the first match of its
+    kata-relative name on the search path (or that file's bytecode), never a test."""
+    if path.parent.name == "__pycache__":  # calc.cpython-312.pyc -> calc.py
+        path = path.parent.parent / (path.name.split(".", 1)[0] + ".py")
+    dirs = list(dict.fromkeys(Path(os.path.realpath(d)) for d in kata.dirs))
+    for d in dirs:
+        try:
+            rel = path.relative_to(d)
+        except ValueError:
+            continue
+        if rel.parts[:1] == ("tests",):
+            return False
+        return next((e for e in dirs if (e / rel).exists()), None) == d
+    return False
 
 
 def _absolute(name: str, globals: dict[str, Any], level: int) -> str:

@@ -176,3 +176,44 @@ def test_a_reference_file_shared_by_a_shortcut_and_the_budgets_reference(repo: K
     )
     result = repo.pytester.runpytest("katas", "--kata-impl=shortcut:empty")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+READ_REFERENCE = """\
+from pathlib import Path
+
+root = next(p for p in Path(__file__).resolve().parents if (p / "solutions").is_dir())
+exec(compile((root / {target!r}).read_text(), __file__, "exec"))
+"""
+
+
+@pytest.mark.parametrize(
+    "impl, target",
+    [
+        ("learner", "solutions/phase01/demo/calc.py"),
+        ("learner", "solutions/phase01/demo/tests/test_hidden_demo.py"),
+        ("shortcut:peek", "solutions/phase01/demo/calc.py"),  # the file the shortcut replaces
+    ],
+)
+def test_reading_the_reference_or_hidden_tests_from_disk_is_refused(
+    repo: KataRepo, impl: str, target: str
+) -> None:
+    code = READ_REFERENCE.format(target=target)
+    repo.write("solutions/phase01/demo/shortcuts/peek/shortcut.toml", 'task = "add"\nwhy = "w"\n')
+    repo.write("solutions/phase01/demo/shortcuts/peek/calc.py", code)
+    record = run_learner(repo, code, f"--kata-impl={impl}")
+    assert record["outcome"] != "passed", record
+    assert "PermissionError: learner code may not read" in record["message"], record
+    assert target in record["message"]
+
+
+def test_a_shortcut_still_loads_the_reference_files_it_does_not_replace(repo: KataRepo) -> None:
+    manifest = DEMO_MANIFEST.format(id="demo", time_limit=10).replace(
+        'files = ["calc.py"]', 'files = ["calc.py", "other.py"]'
+    )
+    repo.add_demo(manifest=manifest, public=PUBLIC, hidden=None)
+    repo.write("katas/phase01/demo/other.py", "")
+    repo.write("solutions/phase01/demo/other.py", "def add(a, b):\n    return a + b\n")
+    repo.write("solutions/phase01/demo/shortcuts/s/shortcut.toml", 'task = "add"\nwhy = "w"\n')
+    repo.write("solutions/phase01/demo/shortcuts/s/calc.py", "from .other import add\n")
+    result = repo.pytester.runpytest("katas", "--kata-impl=shortcut:s")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
