@@ -171,6 +171,8 @@ class KataBudget:
             if metric in CLOCKS or recorded is None or entry.get("metric", metric) != metric:
                 pytest.skip(_no_reference_reason(self.kata, name, metric))
         settings.setdefault("deadline_s", self.deadline_s)
+        if reference is not None and self.kata.impl != "solution":
+            self._refuse_borrowed_reference(candidate, setup)
         verdict = compare(
             candidate,
             reference,
@@ -203,6 +205,24 @@ class KataBudget:
             pytest.skip(f"instruction-count budgets need valgrind: {e}")
         except CallgrindError as e:
             pytest.fail(f"the program failed under callgrind: {e}", pytrace=False)
+
+    def _refuse_borrowed_reference(
+        self, candidate: Callable[..., Any], setup: Callable[..., Any] | None
+    ) -> None:
+        """One untimed call of `candidate` watched for the reference's code: the reference this
+        budget loaded is in the same process, and running it must not pass for the learner's."""
+        __tracebackhide__ = True
+        from harness.budgets.measure import _Inputs
+        from harness.sandbox import fence
+
+        args = _Inputs(setup).make(0)
+        _, ran = fence.reference_calls(self.kata._package(), candidate, *args)
+        if ran:
+            pytest.fail(
+                f"budget: your code ran the reference solution ({', '.join(ran[:3])}) instead "
+                "of its own; the budget measures yours",
+                pytrace=False,
+            )
 
     def compare_instructions(
         self,

@@ -32,8 +32,8 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from .. import hangs
+from . import fence, messages, secrets
 from . import limits as lim
-from . import messages, secrets
 from .guard import Guard, describe
 from .native_crash import install as install_native_crash_handler
 from .native_crash import signal_from_note
@@ -173,9 +173,14 @@ def _serve(session: pytest.Session, fds: dict[str, int], spec: ChildSpec, notes:
             data = to_json(config=config, report=rep)
             _cap_sections(data)
             out.append(data)
+        # A second implementation of the kata (the reference the budgets loaded) is in memory:
+        # learner code of a later test could find it (sys.modules, gc); that test gets a fresh
+        # child instead.
+        retire = fence.another_implementation_loaded()
         frame = {"token": msg["token"], "reports": out, "tampered": changes, "error": error}
+        frame["retire"] = retire
         write_frame(fds["res"], frame, dumps, write)
-        if error or changes:
+        if error or changes or retire:
             return  # this process can no longer be trusted to run another test
 
 
@@ -337,6 +342,8 @@ class Child:
                 kind="exit",
                 wall_s=wall,
             )
+        if frame.get("retire"):
+            self.stop()  # it ends itself: the next test gets a fresh child
         return Outcome(reports=frame["reports"], wall_s=wall)
 
     # ----------------------------------------------------------------- ending

@@ -129,6 +129,45 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
     install()
 
 
+def another_implementation_loaded() -> bool:
+    """Whether two implementations of one kata are loaded in this process (a learner's and the
+    reference the budgets time): learner code could reach the other through sys.modules or gc."""
+    katas = [k.dirs[-1] for k in _KATAS.values()]  # the kata's own directory, resolved
+    return len(katas) != len(set(katas))
+
+
+def reference_calls(package: str, fn: Any, *args: Any) -> tuple[Any, list[str]]:
+    """Call ``fn(*args)`` and name the functions of another implementation of the same kata
+    (the reference a budget loaded) that ran during it: learner code that found the reference in
+    sys.modules or gc and runs it (even rebound to its own globals) instead of its own code."""
+    mine = _KATAS.get(package)
+    if mine is None:
+        return fn(*args), []
+    suspects = {
+        f
+        for f, owners in _LEARNER_FILES.items()
+        if any(k.dirs[-1] == mine.dirs[-1] and k.package != package for k in owners)
+        and not _loads(mine, Path(os.path.realpath(f)))
+    }
+    seen: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename in suspects:
+            seen.append(f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}")
+
+    import threading
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    threading.setprofile(profile)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return result, list(dict.fromkeys(seen))
+
+
 def install() -> None:
     """Wrap the import entry points once per process (idempotent)."""
     if _original:

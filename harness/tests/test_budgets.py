@@ -353,3 +353,47 @@ def test_instruction_count_budget_through_callgrind(repo: KataRepo) -> None:
     result.stdout.fnmatch_lines(["*your sum takes 3.0x the reference's instructions (budget 2x)*"])
     (entry,) = records(repo)["test_instructions"]["metrics"]["budgets"]
     assert entry["rounds"] == 1 and entry["metric"] == "instructions"
+
+
+BORROWS = """\
+import sys
+import types
+
+
+def _reference():
+    for name, m in list(sys.modules.items()):
+        if "_solution_" in name and name.endswith(".work"):
+            return m
+    return None
+
+
+def work(xs):
+    ref = _reference()
+    if ref is not None:  # rebound to these globals: the code is still the reference's
+        return types.FunctionType(ref.work.__code__, globals())(xs)
+    return 0
+
+
+def found():
+    return _reference() is not None
+"""
+
+
+def test_learner_code_running_the_reference_fails_the_budget(repo: KataRepo) -> None:
+    speed_kata(repo, BORROWS)
+    result = repo.pytester.runpytest("katas", "-k", "time_budget")
+    result.assert_outcomes(failed=1)
+    assert "budget: your code ran the reference solution (work.py:work)" in result.stdout.str()
+
+
+def test_a_test_after_a_budget_cannot_find_the_reference(repo: KataRepo) -> None:
+    # The child that loaded the reference for a budget runs no further test: a fresh one does.
+    tests = TESTS + """\
+
+def test_z_later(kata):
+    assert not kata.module("work").found(), "the reference is still in sys.modules"
+"""
+    speed_kata(repo, BORROWS, tests=tests)
+    result = repo.pytester.runpytest("katas", "-p", "no:randomly")
+    outcomes = {name: rec["outcome"] for name, rec in records(repo).items()}
+    assert outcomes["test_z_later"] == "passed", result.stdout.str()
