@@ -190,6 +190,37 @@ def test_placement_random_sets_like_the_referee(
     run()
 
 
+@pytest.mark.kata_gate(
+    "check() calls the tests' referee (tests/conftest.py) instead of applying the placement rules"
+)
+def test_placement_rules_are_applied_by_mig_py(mig: Any, gpus: Any, public: Any) -> None:
+    """The public conftest's referee is the tests' own check: mig.py must not run it (found in
+    sys.modules, or its source run again under another name: the same bytecode)."""
+    import sys
+    from pathlib import Path
+
+    files = {public.__file__, str(Path(public.__file__).resolve())}
+    body = public.referee.__code__.co_code
+    seen: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and (code.co_filename in files or code.co_code == body):
+            seen.append(code.co_name)
+
+    gpu = gpus.A100_40GB
+    one_g, four_g = gpu.profiles[0].name, gpu.profiles[4].name
+    sys.setprofile(profile)
+    try:
+        mig.check(gpu, [(four_g, 0), (one_g, 4)])
+        mig.is_valid(gpu, [(four_g, 4)])
+        mig.free_starts(gpu, [(four_g, 0)], one_g)
+        mig.free_instances(gpu, [(one_g, 0)])
+    finally:
+        sys.setprofile(None)
+    assert not seen, f"mig.py ran the tests' referee ({', '.join(sorted(set(seen)))})"
+
+
 def test_placement_free_instances_against_search(mig: Any, gpus: Any, public: Any) -> None:
     gpu = gpus.H100_80GB
     rng = random.Random(5)
