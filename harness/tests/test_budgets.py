@@ -388,11 +388,14 @@ def test_learner_code_running_the_reference_fails_the_budget(repo: KataRepo) -> 
 
 def test_a_test_after_a_budget_cannot_find_the_reference(repo: KataRepo) -> None:
     # The child that loaded the reference for a budget runs no further test: a fresh one does.
-    tests = TESTS + """\
+    tests = (
+        TESTS
+        + """\
 
 def test_z_later(kata):
     assert not kata.module("work").found(), "the reference is still in sys.modules"
 """
+    )
     speed_kata(repo, BORROWS, tests=tests)
     result = repo.pytester.runpytest("katas", "-p", "no:randomly")
     outcomes = {name: rec["outcome"] for name, rec in records(repo).items()}
