@@ -13,7 +13,7 @@ DEFAULT_PYTHON=python3
 [ -x /opt/gpu-katas-venv/bin/python ] && DEFAULT_PYTHON=/opt/gpu-katas-venv/bin/python
 PYTHON=${KATA_PYTHON:-$DEFAULT_PYTHON}
 # What this grader may lack without the run being an error: PrairieLearn's graders have no GPU.
-export KATA_OPTIONAL=${KATA_OPTIONAL-gpu}
+export KATA_OPTIONAL=${KATA_OPTIONAL-gpu,kbuild}
 # TIME BUDGET: the run ends, every report written, within this many seconds (pytest's
 # --kata-time-budget, read from the environment). Give the question an
 # externalGradingOptions.timeout at least 60 s above it (300 for the default 240).
