@@ -212,10 +212,10 @@ class KataBudget:
         """One untimed call of `candidate` watched for the reference's code: the reference this
         budget loaded is in the same process, and running it must not pass for the learner's."""
         __tracebackhide__ = True
-        from harness.budgets.measure import _Inputs
+        from harness.budgets.measure import first_arguments
         from harness.sandbox import fence
 
-        args = _Inputs(setup).make(0)
+        args = first_arguments(setup)
         _, ran = fence.reference_calls(self.kata._package(), candidate, *args)
         if ran:
             pytest.fail(

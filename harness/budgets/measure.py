@@ -177,6 +177,11 @@ def _takes_an_argument(fn: Callable[..., Any]) -> bool:
     )
 
 
+def first_arguments(setup: Callable[..., Any] | None) -> tuple[Any, ...]:
+    """The arguments of a measurement's first call (seed 0), made as the measurement makes them."""
+    return _Inputs(setup).make(0)
+
+
 # --------------------------------------------------------------------------- one side of a round
 def _run_side(
     fn: Callable[..., Any],
