@@ -48,6 +48,9 @@ INSTALL: dict[str, Install] = {
         apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"
     ),
     "cgroups": Install(advice="run the grader as root with a writable cgroup file system"),
+    "busybox": Install(
+        apt=("busybox-static",), advice="install a static busybox (apt-get install busybox-static)"
+    ),
     "kbuild": Install(
         apt=("make",),
         advice="install make and the running kernel's headers "

@@ -18,7 +18,7 @@ MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
     "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
-    "namespaces", "cgroups", "netns", "chromium", "kbuild",
+    "namespaces", "cgroups", "netns", "chromium", "kbuild", "busybox",
 )  # fmt: skip
 # Capabilities a kata may keep in the sandbox child (`[sandbox] keep_capabilities`) in runs
 # that hold a secret: only CAP_SYS_ADMIN (namespaces, mount, pivot_root); the others the child

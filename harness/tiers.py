@@ -125,7 +125,19 @@ def _probe_os() -> dict[str, str | None]:
         else "network namespaces need root and iproute2 (`ip netns`)"
     )
     found["kbuild"] = _probe_kbuild()
+    found["busybox"] = _probe_busybox()
     return found
+
+
+def _probe_busybox() -> str | None:
+    """None when a statically linked busybox exists (a container rootfs has no libc for it)."""
+    for path in ("/bin/busybox", "/usr/bin/busybox", shutil.which("busybox") or ""):
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                head = f.read(4096)
+            if head[:4] == b"\x7fELF" and b"ld-linux" not in head and b"/lib64/ld" not in head:
+                return None
+    return "no statically linked busybox: apt-get install busybox-static"
 
 
 def kernel_build_dir() -> Path | None:
