@@ -19,6 +19,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,13 @@ def errno_of(f, *args):
 """
 NOT_STARTED = "kgpu: not started: "
 LEAK = "kgpu: leak: "
+ALLOCATED = "kgpu: allocated now: "
+
+
+def _untold(env: dict[str, str]) -> dict[str, str]:
+    """An environment that does not say which test is running (PYTEST_CURRENT_TEST names it):
+    a driver must behave the same whichever test drives it."""
+    return {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
 
 
 def _overrun() -> type[Exception]:
@@ -92,7 +100,8 @@ class Kernel:
         self.built = built
         self.log_path = log
         self.socket = f"kgpu-{os.getpid()}-{secrets.token_hex(4)}"
-        self._log = open(log, "w+b")  # noqa: SIM115 - closed in stop()
+        # An unlinked file: the kernel's stderr names no test (the log is copied to `log` at stop)
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [*wrapper, str(built.kernel), self.socket],
             stdout=subprocess.PIPE,
@@ -104,7 +113,7 @@ class Kernel:
         self._ready(60.0 if wrapper or built.sanitize else 20.0)
 
     def _kernel_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        env = {k: v for k, v in _untold(dict(os.environ)).items() if k != "LD_PRELOAD"}
         env["TSAN_OPTIONS"] = "halt_on_error=0:exitcode=66:second_deadlock_stack=1"
         return env
 
@@ -126,7 +135,7 @@ class Kernel:
 
     def env(self, **extra: str) -> dict[str, str]:
         """The environment of a user program: the preload and this kernel's socket."""
-        env = dict(os.environ)
+        env = _untold(dict(os.environ))
         env.update(
             LD_PRELOAD=str(self.built.preload),
             KGPU_SOCKET=self.socket,
@@ -137,7 +146,11 @@ class Kernel:
         return env
 
     def run(
-        self, argv: Sequence[str | Path], timeout: float = 10.0, **extra: str
+        self,
+        argv: Sequence[str | Path],
+        timeout: float = 10.0,
+        stdin: str | None = None,
+        **extra: str,
     ) -> subprocess.CompletedProcess[str]:
         """Run a user program to its end. One that outlives `timeout` (cut to the test's time
         left) raises ProgramTimeout, and harness.hangs remembers this build of the driver: a
@@ -150,6 +163,7 @@ class Kernel:
             try:
                 return subprocess.run(
                     [str(a) for a in argv],
+                    input=stdin,
                     capture_output=True,
                     text=True,
                     timeout=limit,
@@ -164,8 +178,9 @@ class Kernel:
                 ) from None
 
     def python(self, code: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-        """Run Python code (it may `import kgpu`) as a user program."""
-        return self.run([sys.executable, "-S", "-c", code], timeout=timeout)  # -S: stdlib only
+        """Run Python code (it may `import kgpu`) as a user program. The code goes in on stdin,
+        not in argv, where a driver could read it from /proc and tell the tests apart."""
+        return self.run([sys.executable, "-S", "-"], timeout=timeout, stdin=code)  # -S: stdlib
 
     def program(self, body: str, timeout: float = 10.0) -> dict[str, Any]:
         """Run PRELUDE + body as a Python user program; its `out` dict. A stub's KGPU_TODO
@@ -210,8 +225,29 @@ class Kernel:
 
     def log(self) -> str:
         """What the kernel printed so far (printk)."""
+        if self._log.closed:
+            return self.log_path.read_text(errors="replace")
         self._log.flush()
-        return self.log_path.read_text(errors="replace")
+        fd = self._log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+    def allocated(self, timeout: float = 5.0) -> tuple[int, int]:
+        """What the driver holds now: (kmalloc'd bytes, vmalloc_user bytes), from the kernel's
+        own count (SIGUSR1 makes it print one "kgpu: allocated now:" line)."""
+        seen = self.log().count(ALLOCATED)
+        self.proc.send_signal(signal.SIGUSR1)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            lines = [ln for ln in self.log().splitlines() if ALLOCATED in ln]
+            if len(lines) > seen:
+                words = lines[-1].split(ALLOCATED, 1)[1].replace("(", "").split()
+                return int(words[2]), int(
+                    words[7]
+                )  # "N kmalloc (B bytes) and M vmalloc_user (V bytes)"
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"the kernel did not report its allocations:\n{_tail(self.log())}")
 
     def not_started(self) -> str | None:
         """The first "not started" line of the log: a stub returned KGPU_TODO."""
@@ -235,6 +271,7 @@ class Kernel:
             self.proc.stdout.close()
         text = self.log()
         self._log.close()
+        self.log_path.write_text(text)
         return text
 
     def __enter__(self) -> Kernel:

@@ -3,7 +3,8 @@
  *   ./kernel NAME     load the module (module_init), serve user programs on the abstract unix
  *                     socket NAME (kgpu_preload.c connects to it), print "kgpu-kernel: ready";
  *                     on SIGTERM release what is still open, unload (module_exit) and report
- *                     memory the module did not free.
+ *                     memory the module did not free; on SIGUSR1 report what the module has
+ *                     allocated now (the tests compare it before and after opens and closes).
  *
  * Each request of a user program runs on a thread of its own here, as system calls run on the
  * calling task in Linux: two threads of a program calling ioctl at once reach your driver at
@@ -945,6 +946,25 @@ static void *connection(void *arg)
 	return NULL;
 }
 
+/* What the module holds right now: the tests compare it before and after a program's opens
+ * and closes, so memory kept until unload (and freed only there) shows too. */
+static void alloc_report(void)
+{
+	long n, bytes, vn = 0, vbytes = 0;
+	struct vmem *v;
+
+	pthread_mutex_lock(&alloc_lock);
+	n = kmallocs;
+	bytes = kmalloc_bytes;
+	for (v = vmems; v; v = v->next) {
+		vn++;
+		vbytes += (long)v->size;
+	}
+	pthread_mutex_unlock(&alloc_lock);
+	printk("kgpu: allocated now: %ld kmalloc (%ld bytes) and %ld vmalloc_user (%ld bytes)\n", n,
+	       bytes, vn, vbytes);
+}
+
 static void leak_report(void)
 {
 	long n, bytes, vn = 0, vbytes = 0;
@@ -997,6 +1017,7 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* every thread inherits it: signalfd gets them */
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	sigaction(SIGSEGV, &sa, NULL);
@@ -1027,8 +1048,15 @@ int main(int argc, char **argv)
 
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
-		if (p[1].revents)
+		if (p[1].revents) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si) && si.ssi_signo == SIGUSR1) {
+				alloc_report();
+				continue;
+			}
 			break;
+		}
 		if (!(p[0].revents & POLLIN))
 			continue;
 		sock = accept4(lsock, NULL, NULL, SOCK_CLOEXEC);

@@ -1,0 +1,195 @@
+"""A container runtime in the shape of runc: namespaces, a pivot_root'ed rootfs, cgroup limits
+and device passthrough the way nvidia-container-toolkit does it. The reference."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from . import host
+from .spec import (
+    DEFAULT_DEVICES,
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    NAMESPACES,
+    Spec,
+    SYS_pivot_root,
+)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+# --- task "namespaces" -------------------------------------------------------------------
+
+
+def clone_flags(spec: Spec) -> int:
+    """The CLONE_NEW* flags for spec.namespaces, or-ed together."""
+    flags = 0
+    for name in spec.namespaces:
+        flags |= NAMESPACES[name]
+    return flags
+
+
+def enter_namespaces(spec: Spec) -> None:
+    """In the runtime's child: unshare(2) every namespace the spec asks for."""
+    _check(_libc.unshare(clone_flags(spec)), "unshare")
+
+
+def write_id_maps(pid: int, spec: Spec) -> None:
+    """In the parent, once the child has a new user namespace: map ids 0.. to the host's 0..,
+    so root inside is root outside, but with capabilities only over its own namespaces."""
+    for name in ("uid_map", "gid_map"):
+        Path(f"/proc/{pid}/{name}").write_text("0 0 4294967295\n")
+
+
+def set_hostname(spec: Spec) -> None:
+    """In pid 1: the hostname, in its own UTS namespace (without one, leave the host's: runc
+    refuses a hostname then)."""
+    if "uts" not in spec.namespaces:
+        return
+    name = spec.hostname.encode()
+    _check(_libc.sethostname(name, len(name)), "sethostname")
+
+
+# --- task "rootfs" -----------------------------------------------------------------------
+
+
+def mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
+    enc = [None if s is None else s.encode() for s in (source, target, fstype, data)]
+    _check(_libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), enc[3]), f"mount {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    _check(_libc.syscall(SYS_pivot_root, new_root.encode(), put_old.encode()), "pivot_root")
+
+
+def setup_rootfs(spec: Spec) -> None:
+    """In pid 1: make the rootfs the root of the container's mount namespace and mount /proc."""
+    if spec.rootfs is None:
+        return
+    root = os.path.realpath(spec.rootfs)
+    # Nothing below propagates back to the host's mounts (systemd makes / shared).
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # pivot_root needs the new root to be a mount point: bind it onto itself.
+    mount(root, root, None, MS_BIND | MS_REC)
+    if spec.mounts:
+        bind_mounts(spec, root)
+    old = os.path.join(root, "tmp", "host")
+    os.makedirs(old, exist_ok=True)
+    os.chdir(root)
+    pivot_root(".", "tmp/host")  # the host's tree stays mounted under /tmp/host
+    os.chdir("/")
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+# --- task "cgroups" ----------------------------------------------------------------------
+
+
+def create_cgroup(spec: Spec) -> dict[str, str]:
+    """Make the container's cgroup and write its limits; returns {controller: directory}
+    (v1: "memory", "pids", "devices"; v2: "unified")."""
+    if host.cgroup_version() == 2:
+        base = host.cgroup_base()
+        base.mkdir(exist_ok=True)
+        # v2 controllers must be enabled top-down in cgroup.subtree_control.
+        for parent in (base.parent, base):
+            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        d = base / spec.cgroup_name
+        d.mkdir()
+        if spec.memory_limit is not None:
+            (d / "memory.max").write_text(str(spec.memory_limit))
+            (d / "memory.swap.max").write_text("0")
+        if spec.pids_limit is not None:
+            (d / "pids.max").write_text(str(spec.pids_limit))
+        return {"unified": str(d)}
+    out = {}
+    for controller in host.V1_CONTROLLERS:
+        d = host.cgroup_base(controller) / spec.cgroup_name
+        d.mkdir(parents=True)
+        out[controller] = str(d)
+    mem = Path(out["memory"])
+    if spec.memory_limit is not None:
+        (mem / "memory.limit_in_bytes").write_text(str(spec.memory_limit))
+        # No swap on these machines; where there is, the limit must cover it too.
+        swap = mem / "memory.memsw.limit_in_bytes"
+        if swap.exists():
+            swap.write_text(str(spec.memory_limit))
+    if spec.pids_limit is not None:
+        (Path(out["pids"]) / "pids.max").write_text(str(spec.pids_limit))
+    return out
+
+
+def join_cgroup(cgroup: dict[str, str], pid: int) -> None:
+    """Move `pid` (the runtime's child; pid 1 and everything it starts follow) into the cgroup."""
+    for d in cgroup.values():
+        (Path(d) / "cgroup.procs").write_text(str(pid))
+
+
+def remove_cgroup(cgroup: dict[str, str]) -> None:
+    """After the container has exited: rmdir its cgroup (only empty cgroups can go)."""
+    for d in cgroup.values():
+        try:
+            os.rmdir(d)
+        except FileNotFoundError:
+            pass
+
+
+# --- task "devices" ----------------------------------------------------------------------
+
+
+def create_device_nodes(spec: Spec) -> None:
+    """In the parent, before the container starts: mknod(2) each of spec.devices inside the
+    rootfs, as nvidia-container-cli does for /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm."""
+    assert spec.rootfs is not None
+    for dev in spec.devices:
+        path = os.path.join(spec.rootfs, dev.path.lstrip("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.mknod(path, dev.file_type | dev.mode, os.makedev(dev.major, dev.minor))
+        os.chmod(path, dev.mode)  # mknod's mode goes through the umask
+
+
+def restrict_devices(spec: Spec, cgroup: dict[str, str]) -> None:
+    """The devices controller: deny everything, then allow the default devices and the spec's
+    allowed ones (v1: devices.deny / devices.allow; v2 needs a BPF_CGROUP_DEVICE program)."""
+    if "devices" not in cgroup:
+        raise NotImplementedError(
+            "cgroup v2 has no devices files: runc attaches a BPF_PROG_TYPE_CGROUP_DEVICE program"
+        )
+    d = Path(cgroup["devices"])
+    (d / "devices.deny").write_text("a")
+    for dev in (*DEFAULT_DEVICES, *spec.devices):
+        if dev.allow:
+            (d / "devices.allow").write_text(dev.rule())
+
+
+def bind_mounts(spec: Spec, root: str) -> None:
+    """Called by setup_rootfs before pivot_root: bind each of spec.mounts into the rootfs,
+    read-only when asked (a bind mount ignores MS_RDONLY: it takes a remount)."""
+    for m in spec.mounts:
+        target = os.path.join(root, m.destination.lstrip("/"))
+        if os.path.isdir(m.source):
+            os.makedirs(target, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if not os.path.exists(target):
+                open(target, "a").close()
+        mount(m.source, target, None, MS_BIND)
+        if m.readonly:
+            mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)

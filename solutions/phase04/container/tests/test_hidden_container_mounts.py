@@ -1,0 +1,74 @@
+"""Hidden test of the container kata (redteam): no mount inside the container shows the host's
+tree. The nsenter gate catches chroot; this one catches a pivot_root whose old root is kept
+mounted somewhere other than /.old-root (shortcut keep-old-root)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+# layout: same fixtures as tests/conftest.py (hidden tests do not see that conftest yet)
+@pytest.fixture(scope="module")
+def rt(kata: Any) -> Any:
+    return kata.module("runtime")
+
+
+@pytest.fixture(scope="module")
+def spec(kata: Any) -> Any:
+    return kata.module("spec")
+
+
+@pytest.fixture(scope="module")
+def host(kata: Any) -> Any:
+    return kata.module("host")
+
+
+@pytest.fixture(scope="module")
+def runner(kata: Any) -> Any:
+    return kata.module("runner")
+
+
+@pytest.fixture(scope="module")
+def needs_root(host: Any) -> None:
+    why = host.missing()
+    if why:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def rootfs(needs_root: None, host: Any, kata: Any, tmp_path_factory: Any) -> Path:
+    return kata.module("rootfs").build(tmp_path_factory.mktemp("rootfs"), host.busybox())
+
+
+@pytest.fixture
+def run(needs_root: None, rt: Any, runner: Any) -> Any:
+    with runner.contained(rt) as go:
+        yield go
+
+
+@pytest.mark.kata_gate(
+    "the host's tree is still mounted inside the container: pivot_root's old root must be "
+    "detached (umount2 MNT_DETACH), wherever it was put"
+)
+def test_rootfs_no_mount_shows_the_hosts_tree(run: Any, spec: Any, rootfs: Path) -> None:
+    """List every mount point the container has: none may hold the host's root directory
+    (the names the host's / has and the rootfs has not: boot, home, var, ...)."""
+    script = (
+        "cat /proc/self/mountinfo; echo ---; "
+        "for m in $(cut -d' ' -f5 /proc/self/mountinfo); do ls -a \"$m\"; done"
+    )
+    r = run(spec.Spec(args=["/bin/sh", "-c", script], rootfs=str(rootfs)))
+    assert not r.timed_out and r.exit_code == 0, (r.exit_code, r.signal, r.stderr[-800:])
+    mountinfo, listed = r.stdout.split("---\n", 1)
+    host_only = set(os.listdir("/")) - set(os.listdir(rootfs)) - {".", ".."}
+    assert host_only, "the host's / has nothing the rootfs lacks: this test cannot tell"
+    seen = set(listed.split()) & host_only
+    points = [line.split()[4] for line in mountinfo.splitlines()]
+    assert not seen, (
+        f"a mount inside the container holds the host's root directory ({sorted(seen)} are "
+        f"listed; mount points {points}): detach the old root after pivot_root"
+    )
