@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 from pathlib import Path
 
 from . import host
 from .spec import (
+    BPF_CGROUP_DEVICE,
+    BPF_DEVCG_ACC_MKNOD,
+    BPF_DEVCG_ACC_READ,
+    BPF_DEVCG_ACC_WRITE,
+    BPF_DEVCG_DEV_BLOCK,
+    BPF_DEVCG_DEV_CHAR,
+    BPF_PROG_ATTACH,
+    BPF_PROG_LOAD,
+    BPF_PROG_TYPE_CGROUP_DEVICE,
     DEFAULT_DEVICES,
     MS_BIND,
     MS_NODEV,
@@ -19,7 +29,9 @@ from .spec import (
     MS_REC,
     MS_REMOUNT,
     NAMESPACES,
+    Device,
     Spec,
+    SYS_bpf,
     SYS_pivot_root,
 )
 
@@ -105,10 +117,13 @@ def create_cgroup(spec: Spec) -> dict[str, str]:
     (v1: "memory", "pids", "devices"; v2: "unified")."""
     if host.cgroup_version() == 2:
         base = host.cgroup_base()
-        base.mkdir(exist_ok=True)
-        # v2 controllers must be enabled top-down in cgroup.subtree_control.
-        for parent in (base.parent, base):
-            (parent / "cgroup.subtree_control").write_text("+memory +pids")
+        base.mkdir(parents=True, exist_ok=True)
+        # v2 controllers must be enabled top-down in cgroup.subtree_control, from the root.
+        for parent in (
+            *reversed(base.relative_to(host.CGROUP_ROOT).parents),
+            base.relative_to(host.CGROUP_ROOT),
+        ):
+            (host.CGROUP_ROOT / parent / "cgroup.subtree_control").write_text("+memory +pids")
         d = base / spec.cgroup_name
         d.mkdir()
         if spec.memory_limit is not None:
@@ -168,15 +183,90 @@ def create_device_nodes(spec: Spec) -> None:
 def restrict_devices(spec: Spec, cgroup: dict[str, str]) -> None:
     """The devices controller: deny everything, then allow the default devices and the spec's
     allowed ones (v1: devices.deny / devices.allow; v2 needs a BPF_CGROUP_DEVICE program)."""
-    if "devices" not in cgroup:
-        raise NotImplementedError(
-            "cgroup v2 has no devices files: runc attaches a BPF_PROG_TYPE_CGROUP_DEVICE program"
-        )
+    allowed = [dev for dev in (*DEFAULT_DEVICES, *spec.devices) if dev.allow]
+    if "devices" not in cgroup:  # v2: no files, an eBPF program (runc's devicefilter.go)
+        _attach_device_filter(cgroup["unified"], allowed)
+        return
     d = Path(cgroup["devices"])
     (d / "devices.deny").write_text("a")
-    for dev in (*DEFAULT_DEVICES, *spec.devices):
-        if dev.allow:
-            (d / "devices.allow").write_text(dev.rule())
+    for dev in allowed:
+        (d / "devices.allow").write_text(dev.rule())
+
+
+# eBPF instruction encodings (include/uapi/linux/bpf.h): class | size/op | source.
+_LDXW, _MOV32_K, _MOV32_X, _AND32_K, _RSH32_K, _JNE_K, _EXIT = (
+    0x61,
+    0xB4,
+    0xBC,
+    0x54,
+    0x74,
+    0x55,
+    0x95,
+)
+
+
+def device_filter(allowed: list[Device]) -> list[tuple[int, int, int, int, int]]:
+    """The BPF_PROG_TYPE_CGROUP_DEVICE program allowing `allowed` and nothing else, as
+    (opcode, dst, src, offset, imm) instructions. r1 points to {access_type, major, minor}."""
+    out = [
+        (_LDXW, 2, 1, 0, 0), (_AND32_K, 2, 0, 0, 0xFFFF),  # r2 = type
+        (_LDXW, 3, 1, 0, 0), (_RSH32_K, 3, 0, 0, 16),  # r3 = access
+        (_LDXW, 4, 1, 4, 0), (_LDXW, 5, 1, 8, 0),  # r4 = major, r5 = minor
+    ]  # fmt: skip
+    for dev in allowed:
+        kind = BPF_DEVCG_DEV_CHAR if dev.kind == "c" else BPF_DEVCG_DEV_BLOCK
+        acc = sum(
+            {"m": BPF_DEVCG_ACC_MKNOD, "r": BPF_DEVCG_ACC_READ, "w": BPF_DEVCG_ACC_WRITE}[c]
+            for c in dev.access
+        )
+        # Each comparison jumps past this rule's remaining instructions when it fails.
+        rule = [(_JNE_K, 2, 0, kind), (_JNE_K, 4, 0, dev.major), (_JNE_K, 5, 0, dev.minor)]
+        rule += [(_MOV32_X, 1, 3, 0), (_AND32_K, 1, 0, ~acc & 0xFFFFFFFF), (_JNE_K, 1, 0, 0)]
+        rule += [(_MOV32_K, 0, 0, 1), (_EXIT, 0, 0, 0)]
+        for i, (op, dst, src, imm) in enumerate(rule):
+            skip = len(rule) - i - 1 if op == _JNE_K else 0
+            out.append((op, dst, src, skip, imm))
+    return [*out, (_MOV32_K, 0, 0, 0, 0), (_EXIT, 0, 0, 0, 0)]
+
+
+class _Insn(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint8),
+        ("regs", ctypes.c_uint8),
+        ("off", ctypes.c_int16),
+        ("imm", ctypes.c_int32),
+    ]
+
+
+def _attach_device_filter(cgroup_dir: str, allowed: list[Device]) -> None:
+    prog = device_filter(allowed)
+    insns = (_Insn * len(prog))(
+        *[
+            _Insn(op, src << 4 | dst, off, ctypes.c_int32(imm).value)
+            for op, dst, src, off, imm in prog
+        ]
+    )
+    license = ctypes.create_string_buffer(b"GPL")
+    log = ctypes.create_string_buffer(1 << 16)
+    attr = (ctypes.c_uint8 * 128)()  # union bpf_attr, BPF_PROG_LOAD's fields first
+    struct.pack_into(
+        "=IIQQIIQ", attr, 0, BPF_PROG_TYPE_CGROUP_DEVICE, len(prog), ctypes.addressof(insns),
+        ctypes.addressof(license), 1, len(log), ctypes.addressof(log),
+    )  # fmt: skip
+    prog_fd = _libc.syscall(SYS_bpf, BPF_PROG_LOAD, attr, ctypes.sizeof(attr))
+    if prog_fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"BPF_PROG_LOAD: {os.strerror(err)}: {log.value.decode()[-500:]}")
+    cg_fd = os.open(cgroup_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        attr = (ctypes.c_uint8 * 128)()  # target_fd, attach_bpf_fd, attach_type, attach_flags
+        struct.pack_into("=IIII", attr, 0, cg_fd, prog_fd, BPF_CGROUP_DEVICE, 0)
+        _check(
+            _libc.syscall(SYS_bpf, BPF_PROG_ATTACH, attr, ctypes.sizeof(attr)), "BPF_PROG_ATTACH"
+        )
+    finally:  # the attachment holds the program: both fds can go
+        os.close(cg_fd)
+        os.close(prog_fd)
 
 
 def bind_mounts(spec: Spec, root: str) -> None:
