@@ -64,6 +64,7 @@ def sizes(lib: Any, size: int, request: int = 0) -> Sizes:
 class DeviceInfo:
     capacity: int
     used: int
+    peak_used: int  # the device's own high-water mark of `used` (what the traces grade)
     mallocs: int
     frees: int
     failed_mallocs: int

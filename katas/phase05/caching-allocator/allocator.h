@@ -7,7 +7,7 @@ typedef struct KataDevice KataDevice;
 typedef struct KataAllocator KataAllocator;
 
 typedef struct {
-    uint64_t capacity, used, mallocs, frees, failed_mallocs, live_events, simulated_ns, bad_calls;
+    uint64_t capacity, used, peak_used, mallocs, frees, failed_mallocs, live_events, simulated_ns, bad_calls;
 } kata_device_info_t;
 
 typedef struct {

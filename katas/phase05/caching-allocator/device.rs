@@ -36,6 +36,7 @@ struct StreamWork {
 #[derive(Default)]
 struct State {
     used: u64,
+    peak_used: u64,
     next_address: u64,
     allocations: HashMap<u64, u64>,
     mallocs: u64,
@@ -60,6 +61,7 @@ pub struct Device {
 pub struct DeviceInfo {
     pub capacity: u64,
     pub used: u64,
+    pub peak_used: u64, // the most `used` has been: the allocator's peak reserved, measured here
     pub mallocs: u64,
     pub frees: u64,
     pub failed_mallocs: u64,
@@ -89,6 +91,7 @@ impl Device {
         let ptr = s.next_address;
         s.next_address += (size + ALIGN - 1) / ALIGN * ALIGN;
         s.used += size;
+        s.peak_used = s.peak_used.max(s.used);
         s.mallocs += 1;
         s.allocations.insert(ptr, size);
         Some(ptr)
@@ -183,6 +186,7 @@ impl Device {
         DeviceInfo {
             capacity: self.capacity,
             used: s.used,
+            peak_used: s.peak_used,
             mallocs: s.mallocs,
             frees: s.frees,
             failed_mallocs: s.failed_mallocs,

@@ -136,6 +136,7 @@ pub unsafe extern "C" fn kata_device_info(d: *const KataDevice, out: *mut Device
     *out = DeviceInfoC {
         capacity: i.capacity,
         used: i.used,
+        peak_used: i.peak_used,
         mallocs: i.mallocs,
         frees: i.frees,
         failed_mallocs: i.failed_mallocs,
@@ -149,6 +150,7 @@ pub unsafe extern "C" fn kata_device_info(d: *const KataDevice, out: *mut Device
 pub struct DeviceInfoC {
     capacity: u64,
     used: u64,
+    peak_used: u64,
     mallocs: u64,
     frees: u64,
     failed_mallocs: u64,
