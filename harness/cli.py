@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import atomic, layout, progress
 from .guide import command
 from .manifest import TIERS, Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
@@ -49,11 +50,11 @@ def say(text: str = "", **markup: bool) -> None:
 # --------------------------------------------------------------------------- repository
 def find_root(start: Path | None = None) -> Path:
     """The repository root: the nearest directory at or above `start` with a katas/ folder."""
-    start = (start or Path.cwd()).resolve()
-    for d in (start, *start.parents):
-        if (d / "katas").is_dir():
-            return d
-    raise CliError(f"no katas/ directory at or above {start}; run this inside a kata repository")
+    root = layout.find_root(start)
+    if root is None:
+        raise CliError(f"no katas/ directory at or above {(start or Path.cwd()).resolve()}; "
+                       "run this inside a kata repository")  # fmt: skip
+    return root
 
 
 def _manifests(root: Path) -> list[Manifest]:
@@ -75,8 +76,16 @@ def _find_kata(root: Path, kata_id: str) -> Manifest:
     raise CliError(f"there is no kata called {kata_id}; the katas are: {known}")
 
 
-def _state_file(root: Path, name: str) -> Path:
-    return root / ".kata" / name
+def _results_dir(root: Path, args: argparse.Namespace) -> Path:
+    """--kata-results-dir as pytest had it (same default), for the commands that read results."""
+    return layout.results_dir(root, getattr(args, "kata_results_dir", None))
+
+
+def _progress(root: Path, args: argparse.Namespace) -> dict[str, dict]:
+    try:
+        return progress.load(_results_dir(root, args))
+    except progress.ProgressError as e:
+        raise CliError(str(e)) from None
 
 
 def _load_json(path: Path, default: dict) -> dict:
@@ -89,10 +98,7 @@ def _load_json(path: Path, default: dict) -> dict:
 
 
 def _save_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    atomic.write_json(path, data)
 
 
 # --------------------------------------------------------------------------- commands
@@ -139,11 +145,11 @@ def cmd_progress(args: argparse.Namespace) -> int:
     from .terminal import fmt_points, kata_lines
 
     root = find_root(args.root)
-    progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
-    if not progress["katas"]:
+    latest = _progress(root, args)
+    if not latest:
         say(f"no results yet: run `{command('pytest')} katas/phase01` first")
         return EXIT_OK
-    run = RunResult.from_dict({"katas": list(progress["katas"].values())})
+    run = RunResult.from_dict({"katas": list(latest.values())})
     katas: list[KataResult] = sorted(run.katas, key=lambda k: (k.phase, k.id))
     if args.kata:
         katas = [k for k in katas if k.id == args.kata]
@@ -159,14 +165,14 @@ def cmd_progress(args: argparse.Namespace) -> int:
 
 def cmd_hint(args: argparse.Namespace) -> int:
     root = find_root(args.root)
-    path = _state_file(root, "hints.json")
+    path = layout.results_dir(root) / "hints.json"  # the learner's own, whatever runs write
     if args.reset:
         return _reset_hints(root, path, args.kata, args.task)
     if args.kata is None:
         known = ", ".join(m.id for m in _manifests(root)) or "none"
         raise CliError(f"name a kata, e.g. `{command()} hint simt`; the katas are: {known}")
     m = _find_kata(root, args.kata)
-    task = _task_of(m, args.task) if args.task else _next_task(root, m)
+    task = _task_of(m, args.task) if args.task else _next_task(root, m, args)
     shown = _load_json(path, {})
     key = f"{m.id}/{task.id}"
     if not task.hints:
@@ -211,10 +217,9 @@ def _reset_hints(root: Path, path: Path, kata_id: str | None, task_id: str | Non
     return EXIT_OK
 
 
-def _next_task(root: Path, m: Manifest) -> Task:
+def _next_task(root: Path, m: Manifest, args: argparse.Namespace) -> Task:
     """The task to hint: the kata's next task from the last run, else its first task."""
-    progress = _load_json(_state_file(root, "progress.json"), {"katas": {}})
-    kata = progress["katas"].get(m.id)
+    kata = _progress(root, args).get(m.id)
     if kata is not None:
         run = RunResult.from_dict({"katas": [kata]})
         nxt = run.katas[0].next_task
@@ -320,6 +325,15 @@ def _delegate(module: str, argv: list[str]) -> int:
     return int(mod.main(argv))
 
 
+def _results_option(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--kata-results-dir",
+        type=Path,
+        default=None,
+        help=f"where your pytest runs keep results, as given to pytest (default {layout.RESULTS_DIR}/)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kata", description="gpu-katas: learn GPU systems by doing")
     p.add_argument("--root", type=Path, default=None, help="repository root (default: search up)")
@@ -327,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="katas with tiers and points").set_defaults(func=cmd_list)
     s = sub.add_parser("progress", help="your status per kata, from the last run")
     s.add_argument("kata", nargs="?")
+    _results_option(s)
     s.set_defaults(func=cmd_progress)
     s = sub.add_parser("hint", help="reveal the next hint of a task")
     s.add_argument("kata", nargs="?", help="with --reset and no kata: every kata")
@@ -336,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="hide hints again: of the task, of every task of the kata, or of all katas",
     )
+    _results_option(s)
     s.set_defaults(func=cmd_hint)
     s = sub.add_parser("watch", help="re-run a kata's tests whenever you save a file")
     s.add_argument("path", nargs="?", help="a kata id, or a path (default: all katas)")

@@ -23,12 +23,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .layout import find_root
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _root(start: Path | None) -> Path | None:
-    start = (start or Path.cwd()).resolve()
-    return next((d for d in (start, *start.parents) if (d / "katas").is_dir()), None)
+    return find_root(start)
 
 
 def pytest_args(args: argparse.Namespace, root: Path) -> list[str]:

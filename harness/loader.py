@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import hangs
+from .layout import shortcut_dir, solution_dir  # noqa: F401 (solution_dir: older importers)
 from .manifest import Manifest, load_manifest
 
 IMPLS = ("learner", "solution")
 SHORTCUT_PREFIX = "shortcut:"  # --kata-impl=shortcut:<name>: solutions/<kata>/shortcuts/<name>
-SHORTCUTS_DIR = "shortcuts"
 
 
 class KataLoadError(Exception):
@@ -56,26 +56,6 @@ def check_impl(value: str) -> str:
 def shortcut_name(impl: str) -> str | None:
     """ "naive" for "shortcut:naive"; None for learner and solution."""
     return impl[len(SHORTCUT_PREFIX) :] if impl.startswith(SHORTCUT_PREFIX) else None
-
-
-def shortcut_dir(kata_dir: Path, name: str) -> Path:
-    """Where shortcut `name` of a kata lives (whether or not it exists)."""
-    base = _mirror(kata_dir) or kata_dir / "solutions"
-    return base / SHORTCUTS_DIR / name
-
-
-def _mirror(kata_dir: Path) -> Path | None:
-    """`solutions/phaseNN/<kata>` for `katas/phaseNN/<kata>`, whether or not it exists."""
-    for parent in kata_dir.parents:
-        if parent.name == "katas":
-            return parent.parent / "solutions" / kata_dir.relative_to(parent)
-    return None
-
-
-def solution_dir(kata_dir: Path) -> Path | None:
-    """The mirror of `kata_dir` under the repository's solutions/ tree, if there is one."""
-    mirror = _mirror(kata_dir)
-    return mirror if mirror is not None and mirror.is_dir() else None
 
 
 def _package_name(manifest: Manifest, impl: str) -> str:

@@ -14,6 +14,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .layout import KATAS, SOLUTIONS
+
 MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
@@ -348,8 +350,8 @@ def find_kata_dir(path: Path) -> Path | None:
     for d in (path, *path.parents):
         if (d / MANIFEST_NAME).is_file():
             return d
-        if d.name == "solutions" and (d.parent / "katas").is_dir():
-            return find_kata_dir(d.parent / "katas" / path.relative_to(d))
+        if d.name == SOLUTIONS and (d.parent / KATAS).is_dir():
+            return find_kata_dir(d.parent / KATAS / path.relative_to(d))
     return None
 
 

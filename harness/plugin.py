@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from . import hangs
+from . import hangs, layout
 from .api import (
     ITEM_INFO,
     KATA_DIR,
@@ -55,6 +55,7 @@ from .results import (
     SKIPPED,
     ResultBuilder,
 )
+from .shared_fixtures import HiddenTests
 from .tiers import Capabilities, probe
 from .timekeeper import RUN_HANG_S, RUN_QUICK_S, TestLimit, TimeKeeper
 
@@ -182,7 +183,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.option.kata_tier:
             caps = caps.restricted_to(config.option.kata_tier)
     root = config.rootpath
-    results_dir = Path(config.option.kata_results_dir or root / ".kata")
+    results_dir = layout.results_dir(root, config.option.kata_results_dir)
     started = float(worker["kata_run_started"]) if worker and "kata_run_started" in worker else None
     budget = float(config.option.kata_time_budget or 0)
     if budget < 0:
@@ -263,17 +264,23 @@ class KataDir(pytest.Dir):
         yield from super().collect()
         if state.hidden == "off":
             return
-        from .loader import solution_dir
+        from .layout import solution_dir
 
         sol = solution_dir(self.path)
         if sol is None:
             return
+        in_tests: list[Path] = []
         for path in sorted(sol.rglob("test_*.py")):
             rel = path.relative_to(sol).parts
-            if "__pycache__" in rel or rel[0] == "shortcuts":  # shortcuts hold learner files
+            if "__pycache__" in rel or rel[0] == layout.SHORTCUTS:  # shortcuts: learner files
+                continue
+            if rel[0] == layout.TESTS:
+                in_tests.append(path)  # collected below, seeing the public conftest's fixtures
                 continue
             ihook = self.session.gethookproxy(path)
             yield from ihook.pytest_collect_file(file_path=path, parent=self)
+        if in_tests:
+            yield HiddenTests.create(self, sol / layout.TESTS, self.path, in_tests)
         del manifest
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
@@ -299,7 +306,7 @@ def _item_info(item: pytest.Item) -> KataItemInfo | None:
         return None
     name = getattr(item, "originalname", item.name)
     task = ctx.manifest.task_for(item.path.name, name)
-    hidden = Path(item.nodeid.split("::")[0]).parts[:1] == ("solutions",)
+    hidden = layout.is_hidden_path(item.nodeid)
     return KataItemInfo(ctx.manifest, task, hidden, gate=gate_sentence(item))
 
 
@@ -407,7 +414,7 @@ class _TaskCoverage:
         import warnings
 
         from .guide import kata_test_files, no_test_warning, tasks_without_tests
-        from .loader import solution_dir
+        from .layout import solution_dir
 
         by_kata: dict[Path, tuple[Manifest, list[pytest.Item]]] = {}
         for item in items:
@@ -803,7 +810,7 @@ class ResultCollector:
             name = report.nodeid.rsplit("::", 1)[-1]
             self.builder.add_collect_error(report.nodeid, f"{name}: {message}")
         rec = rec or KataReportInfo("", None)  # not a kata test's report: the defaults
-        hidden = rec.hidden or report.nodeid.startswith("solutions/")
+        hidden = rec.hidden or layout.is_hidden_path(report.nodeid)
         record = self.builder.new_record(
             report.nodeid,
             outcome=outcome,
@@ -847,7 +854,8 @@ class ResultCollector:
         self.builder.errors[:0] = self.state.run_errors  # e.g. grade mode's tampering
         if not (self.builder.katas or self.builder.errors):
             return  # not a kata run (e.g. the harness's own tests): stay out of the way
-        from .reports import report_options, save_progress, write_reports
+        from . import progress
+        from .reports import report_options, write_reports
 
         self._never_ran(session)
         if exitstatus == pytest.ExitCode.OK and self.builder.has_outcome(NOT_STARTED):
@@ -868,7 +876,7 @@ class ResultCollector:
                 self.state.reports, result, self.state.root, options
             )
         finally:
-            save_progress(result, self.state.results_dir)
+            progress.save(result, self.state.results_dir)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.state.result is not None:

@@ -19,6 +19,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from . import layout
+from .atomic import write_json
 from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
 
 # Test outcomes, from the learner's point of view.
@@ -281,10 +283,7 @@ class RunResult:
         )
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
-        tmp.replace(path)
+        write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -380,7 +379,7 @@ class ResultBuilder:
         file_name = Path(file_part).name
         task = manifest.task_for(file_name, name)
         weight = task.weight_of(file_name, name.split("[", 1)[0]) if task else 1.0
-        hidden = fields.pop("hidden", False) or Path(file_part).parts[:1] == ("solutions",)
+        hidden = fields.pop("hidden", False) or layout.is_hidden_path(file_part)
         return TestRecord(
             nodeid=nodeid,
             name=name,
@@ -413,10 +412,7 @@ class ResultBuilder:
             for r in records:
                 if r.task is None:
                     errors.append(f"{r.nodeid}: belongs to no task in {m.path.name}")
-            try:
-                rel = str(kata_dir.relative_to(self.root))
-            except ValueError:
-                rel = str(kata_dir)
+            rel = layout.rel(kata_dir, self.root)
             mine = [w for w in self.warnings if w.startswith(f"kata {m.id}: ")]
             notes = list(self.kata_notes.get(kata_dir, []))
             katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine, notes))
@@ -493,10 +489,7 @@ def _broken_kata(kata_dir: Path, root: Path) -> KataResult:
                 name = tid.group(1) if tid else f"task{i + 1}"
                 tasks.append(TaskResult(name, name, int(m.group(1)), []))
     phase = next((int(p[5:]) for p in kata_dir.parts if re.fullmatch(r"phase\d+", p)), 0)
-    try:
-        rel = str(kata_dir.relative_to(root))
-    except ValueError:
-        rel = str(kata_dir)
+    rel = layout.rel(kata_dir, root)
     kid = str(data.get("id") or kata_dir.name)
     why = "its kata.toml does not load (the run's errors say why): its points count, unearned"
     return KataResult(kid, str(data.get("title") or kid), phase, rel, tasks, [why])

@@ -13,7 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .loader import shortcut_dir, shortcuts_of
+from .layout import shortcut_dir
+from .loader import shortcuts_of
 from .manifest import Manifest
 from .terminal import fmt_points
 

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .layout import rel as _rel
 from .manifest import Manifest, ManifestError, discover, load_manifest
 from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult, TestRecord
 from .shortcuts import (
@@ -265,10 +266,3 @@ def score_shortcut(
         # The gates that would judge it need what this machine lacks: a note, not a failure.
         score.skipped = "; ".join(task.skip_reasons) or "its tests were skipped"
     return score
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(root.resolve()))
-    except ValueError:
-        return str(path)

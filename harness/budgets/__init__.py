@@ -24,7 +24,8 @@ import pytest
 from harness.api import ITEM_INFO, in_sandbox_child, results_dir
 from harness.budgets.lock import BudgetLock
 from harness.budgets.measure import CLOCKS, Verdict, compare, unit
-from harness.loader import KataContext, solution_dir
+from harness.layout import solution_dir
+from harness.loader import KataContext
 
 __all__ = ["KataBudget", "Verdict", "kata_budget"]
 

@@ -27,10 +27,10 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-__all__ = ["CLOCKS", "Verdict", "compare", "describe", "unit"]
+__all__ = ["CLOCKS", "Comparison", "Settings", "Verdict", "compare", "describe", "unit"]
 
 # The metrics measured by a clock: wall time, and process CPU time (all threads of this process;
 # time other processes take from the core does not count).
@@ -229,124 +229,175 @@ def _checked(
 
 
 # --------------------------------------------------------------------------- the comparison
+@dataclass(frozen=True)
+class Settings:
+    """How one budget is measured and judged (the keywords of :func:`compare`).
+
+    `metric` is "time" (wall clock), "cpu" (process CPU time), or the name of a counted metric
+    ("cycles", "instructions", ...): then each call returns its cost, or `cost(result)` does.
+    `recorded` is a recorded reference cost per call (counted metrics, no reference function).
+    `check(result, *args)` rechecks every timed learner result; it fails by raising
+    AssertionError or returning False. `number` fixes the calls per round (clocks otherwise
+    calibrate it so a round lasts about `round_target_s`). `rounds`, `warmup` and `max_rounds`
+    default by metric (see :meth:`resolved`).
+    """
+
+    ratio: float
+    name: str
+    setup: Callable[..., Any] | None = None
+    check: Callable[..., Any] | None = None
+    metric: str = "time"
+    cost: Callable[[Any], float] | None = None
+    recorded: float | None = None
+    rounds: int | None = None
+    warmup: int | None = None
+    grey: float = 0.15
+    max_rounds: int | None = None
+    round_target_s: float = 0.02
+    deadline_s: float = 20.0
+    suspicious: float | None = 100.0
+    number: int | None = None
+
+    @property
+    def clock(self) -> Callable[[], int] | None:
+        return CLOCKS.get(self.metric)
+
+    def resolved(self, has_reference: bool) -> Settings:
+        """These settings with the defaults filled in; ValueError for impossible ones."""
+        name, timed = self.name, self.clock is not None
+        if self.ratio <= 0:
+            raise ValueError(f"budget {name!r}: ratio must be positive, got {self.ratio!r}")
+        if not has_reference and (timed or self.recorded is None):
+            raise ValueError(
+                f"budget {name!r}: no reference, and no recorded {self.metric} to compare to"
+            )
+        rounds = self.rounds if self.rounds is not None else (MIN_TIMED_ROUNDS if timed else 3)
+        if timed and rounds < MIN_TIMED_ROUNDS:
+            raise ValueError(f"budget {name!r}: timed budgets need at least 7 rounds, got {rounds}")
+        warmup = self.warmup if self.warmup is not None else (1 if timed else 0)
+        max_rounds = max(self.max_rounds if self.max_rounds is not None else 5 * rounds, rounds)
+        return replace(self, rounds=rounds, warmup=warmup, max_rounds=max_rounds)
+
+
+class Comparison:
+    """One budget measured: rounds of (learner, reference) calls on equal fresh inputs."""
+
+    def __init__(
+        self,
+        candidate: Callable[..., Any],
+        reference: Callable[..., Any] | None,
+        settings: Settings,
+    ) -> None:
+        self.candidate = candidate
+        self.reference = reference
+        self.settings = settings.resolved(reference is not None)
+        self.verdict = Verdict(
+            name=settings.name, metric=settings.metric, limit=float(settings.ratio)
+        )
+        self.inputs = _Inputs(settings.setup)
+        self.seed = 0  # the next input's seed: each call gets its own
+        self.calls = settings.number or 1  # per round and side
+        self.mine_costs: list[float] = []
+        self.ref_costs: list[float] = []
+
+    def run(self) -> Verdict:
+        s, v = self.settings, self.verdict
+        start = time.monotonic()
+        if not self._calibrate():
+            return v
+        for w in range(s.warmup or 0):
+            if not self._round(-1 - w):
+                return v
+        index = 0
+        while index < (s.rounds or 0):
+            if not self._round(index):
+                return v
+            index += 1
+            over = all(r > s.ratio * (1 + s.grey) for r in v.ratios)
+            if index >= 3 and over and time.monotonic() - start > s.deadline_s:
+                v.stopped_early = True  # clearly over budget: a fail may come early, a pass never
+                break
+        while not v.stopped_early and len(v.ratios) < (s.max_rounds or 0):
+            near = abs(statistics.median(v.ratios) / s.ratio - 1) <= s.grey
+            varies = max(v.ratios) > min(v.ratios)  # more rounds cannot move a constant
+            if not (near and varies) or time.monotonic() - start > s.deadline_s:
+                break
+            v.remeasured = True
+            for _ in range(min(s.rounds or 0, (s.max_rounds or 0) - len(v.ratios))):
+                if not self._round(index):
+                    return v
+                index += 1
+        v.ratio = statistics.median(v.ratios)
+        v.learner_cost = statistics.median(self.mine_costs)
+        v.reference_cost = statistics.median(self.ref_costs)
+        v.recorded_reference = self.reference is None
+        v.suspicious = s.suspicious is not None and v.ratio * s.suspicious < 1
+        return v
+
+    def _side(self, fn: Callable[..., Any], n: int) -> tuple[float, list[Any], list[tuple]]:
+        args = [self.inputs.make(self.seed + i) for i in range(n)]  # made before the clock starts
+        total, results = _run_side(fn, args, self.settings.clock, self.settings.cost)
+        return total, results, args
+
+    def _wrong(self, results: list[Any], args: list[tuple], rnd: int) -> bool:
+        wrong = _checked(self.settings.check, self.settings.name, results, args, rnd)
+        if wrong:
+            self.verdict.wrong = wrong
+        return bool(wrong)
+
+    def _calibrate(self) -> bool:
+        """One call each; a clock's round then lasts about round_target_s on the slower side.
+        Both sides always make the same number of calls. False: the learner's result is wrong."""
+        s = self.settings
+        if s.clock is not None and s.number is None:
+            t_mine, results, args = self._side(self.candidate, 1)
+            if self._wrong(results, args, 0):
+                return False
+            t_ref, _, _ = self._side(self.reference, 1)  # type: ignore[arg-type]
+            slowest_s = max(t_mine, t_ref, 1.0) / 1e9
+            self.calls = max(1, min(100_000, math.ceil(s.round_target_s / slowest_s)))
+            self.seed += 1
+        self.verdict.calls_per_round = self.calls
+        return True
+
+    def _round(self, index: int) -> bool:
+        """One round (warm-up rounds have negative indices and are discarded); False: the
+        learner's result is wrong."""
+        n = self.calls
+        measured: dict[int, float] = {}
+        for who in (0, 1) if index % 2 == 0 else (1, 0):  # A B, then B A: drift cancels
+            if who == 0:
+                total, results, args = self._side(self.candidate, n)
+                if self._wrong(results, args, index + 1):
+                    return False
+                measured[0] = total
+            elif self.reference is not None:
+                measured[1] = self._side(self.reference, n)[0]
+            else:
+                measured[1] = float(self.settings.recorded) * n  # type: ignore[arg-type]
+        self.seed += n
+        if index >= 0:
+            if measured[1] <= 0:
+                raise ValueError(
+                    f"budget {self.settings.name!r}: the reference measured {measured[1]:g}"
+                )
+            self.verdict.ratios.append(measured[0] / measured[1])
+            self.mine_costs.append(measured[0] / n)
+            self.ref_costs.append(measured[1] / n)
+        return True
+
+
 def compare(
     candidate: Callable[..., Any],
     reference: Callable[..., Any] | None,
     *,
     ratio: float,
     name: str,
-    setup: Callable[..., Any] | None = None,
-    check: Callable[..., Any] | None = None,
-    metric: str = "time",
-    cost: Callable[[Any], float] | None = None,
-    recorded: float | None = None,
-    rounds: int | None = None,
-    warmup: int | None = None,
-    grey: float = 0.15,
-    max_rounds: int | None = None,
-    round_target_s: float = 0.02,
-    deadline_s: float = 20.0,
-    suspicious: float | None = 100.0,
-    number: int | None = None,
+    **options: Any,
 ) -> Verdict:
     """Measure `candidate` (the learner's) against `reference` and judge `median ratio <= ratio`.
 
-    `metric` is "time" (wall clock), "cpu" (process CPU time), or the name of a counted metric
-    ("cycles", "instructions", ...): then each call returns its cost, or `cost(result)` does.
-    `reference=None` with `recorded=` compares against a recorded reference cost per call
-    (counted metrics only). `check(result, *args)` rechecks every timed learner result; it fails
-    by raising AssertionError or returning False. `number` fixes the calls per round (clocks
-    otherwise calibrate it so a round lasts about `round_target_s`).
+    `options` are the other fields of :class:`Settings`. `reference=None` with `recorded=`
+    compares against a recorded reference cost per call (counted metrics only).
     """
-    if ratio <= 0:
-        raise ValueError(f"budget {name!r}: ratio must be positive, got {ratio!r}")
-    clock = CLOCKS.get(metric)
-    timed = clock is not None
-    if reference is None and (timed or recorded is None):
-        raise ValueError(f"budget {name!r}: no reference, and no recorded {metric} to compare to")
-    rounds = rounds if rounds is not None else (MIN_TIMED_ROUNDS if timed else 3)
-    if timed and rounds < MIN_TIMED_ROUNDS:
-        raise ValueError(f"budget {name!r}: timed budgets need at least 7 rounds, got {rounds}")
-    warmup = warmup if warmup is not None else (1 if timed else 0)
-    max_rounds = max(max_rounds if max_rounds is not None else 5 * rounds, rounds)
-    verdict = Verdict(name=name, metric=metric, limit=float(ratio))
-    inputs = _Inputs(setup)
-    start = time.monotonic()
-    seed = 0
-
-    def side(fn: Callable[..., Any], n: int, s: int) -> tuple[float, list[Any], list[tuple]]:
-        args = [inputs.make(s + i) for i in range(n)]  # made before the clock starts
-        total, results = _run_side(fn, args, clock, cost)
-        return total, results, args
-
-    # Calibration: one call each; a clock's round then lasts about round_target_s on the slower
-    # side. Both sides always make the same number of calls.
-    n = number or 1
-    if timed and number is None:
-        t_mine, results, args = side(candidate, 1, seed)
-        if wrong := _checked(check, name, results, args, 0):
-            verdict.wrong = wrong
-            return verdict
-        t_ref, _, _ = side(reference, 1, seed)  # type: ignore[arg-type]
-        slowest_s = max(t_mine, t_ref, 1.0) / 1e9
-        n = max(1, min(100_000, math.ceil(round_target_s / slowest_s)))
-        seed += 1
-    verdict.calls_per_round = n
-
-    mine_costs: list[float] = []
-    ref_costs: list[float] = []
-
-    def one_round(index: int) -> bool:
-        nonlocal seed
-        order = (0, 1) if index % 2 == 0 else (1, 0)  # A B, then B A: drift cancels
-        measured: dict[int, float] = {}
-        for who in order:
-            if who == 0:
-                total, results, args = side(candidate, n, seed)
-                if wrong := _checked(check, name, results, args, index + 1):
-                    verdict.wrong = wrong
-                    return False
-                measured[0] = total
-            elif reference is not None:
-                measured[1] = side(reference, n, seed)[0]
-            else:
-                measured[1] = float(recorded) * n  # type: ignore[arg-type]
-        seed += n
-        if index >= 0:  # warm-up rounds have negative indices and are discarded
-            if measured[1] <= 0:
-                raise ValueError(f"budget {name!r}: the reference measured {measured[1]:g}")
-            verdict.ratios.append(measured[0] / measured[1])
-            mine_costs.append(measured[0] / n)
-            ref_costs.append(measured[1] / n)
-        return True
-
-    for w in range(warmup):
-        if not one_round(-1 - w):
-            return verdict
-    index = 0
-    while index < rounds:
-        if not one_round(index):
-            return verdict
-        index += 1
-        over = all(r > ratio * (1 + grey) for r in verdict.ratios)
-        if index >= 3 and over and time.monotonic() - start > deadline_s:
-            verdict.stopped_early = True  # clearly over budget: a fail may come early, a pass never
-            break
-    while not verdict.stopped_early and len(verdict.ratios) < max_rounds:
-        med = statistics.median(verdict.ratios)
-        near = abs(med / ratio - 1) <= grey
-        varies = max(verdict.ratios) > min(verdict.ratios)  # more rounds cannot move a constant
-        if not (near and varies) or time.monotonic() - start > deadline_s:
-            break
-        verdict.remeasured = True
-        for _ in range(min(rounds, max_rounds - len(verdict.ratios))):
-            if not one_round(index):
-                return verdict
-            index += 1
-
-    verdict.ratio = statistics.median(verdict.ratios)
-    verdict.learner_cost = statistics.median(mine_costs)
-    verdict.reference_cost = statistics.median(ref_costs)
-    verdict.recorded_reference = reference is None
-    verdict.suspicious = suspicious is not None and verdict.ratio * suspicious < 1
-    return verdict
+    return Comparison(candidate, reference, Settings(ratio=ratio, name=name, **options)).run()

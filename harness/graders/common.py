@@ -13,10 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..layout import RESULTS_DIR, results_dir
 from ..manifest import Manifest, ManifestError, discover, load_manifest
 
 # Never copied into the scratch course: caches, environments, previous results.
-_IGNORE = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".pytest_cache", ".kata", "*.pyc")
+_IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", ".pytest_cache", RESULTS_DIR, "*.pyc"
+)
 
 
 class GraderError(Exception):
@@ -99,7 +102,7 @@ def run_katas(
     args.append(
         "--kata-grade"
     )  # the canonical tests (course or bundle) count, never a submission's
-    args += ["--kata-results-dir", str(course / ".kata"), *report_args, *(extra or [])]
+    args += ["--kata-results-dir", str(results_dir(course)), *report_args, *(extra or [])]
     if not _plugin_installed():
         args += ["-p", "harness.plugin"]  # the course copy's harness, found from the cwd
     try:

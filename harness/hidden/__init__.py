@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 
+from .. import layout
 from ..api import add_run_error, is_kata_dir, run_result
+from ..layout import solution_dir
 from .canonical import BUNDLE, TREE, Source, SourceError, resolve
 from .integrity import BUNDLE_PATH, MANIFEST_PATH, IntegrityReport, check_tree
 from .memload import MemoryDir, MemoryLoadError, install, uninstall
@@ -142,46 +144,35 @@ def pytest_make_collect_report(collector: pytest.Collector):
 
 
 def _kata_children(kata: pytest.Collector, state: HiddenState, children: list) -> list:
-    from ..loader import solution_dir
-
     source = state.source
     mirror = solution_dir(kata.path)
     mirror_tests = _has_plaintext(kata.path)
     if state.grade:
         tests = source.tests_for(kata.path)
         if tests is None:
-            state.skipped_katas.append(str(kata.path.relative_to(kata.config.rootpath)))
+            state.skipped_katas.append(layout.rel(kata.path, kata.config.rootpath))
             return []
-        out = [MemoryDir.create(kata, kata.path / "tests", tests.public, "public", True)]
-        hidden_base = (mirror or _mirror_path(kata)) / "tests"
-        out.append(MemoryDir.create(kata, hidden_base, tests.hidden, "hidden", False))
-        return out
+        public = MemoryDir.create(kata, kata.path / "tests", tests.public, "public", True)
+        hidden_base = layout.hidden_tests_dir(kata.path) or kata.path / "tests"
+        return [public, MemoryDir.create(kata, hidden_base, tests.hidden, "hidden", False, public)]
     if source.kind != BUNDLE or source.locked:
         return children
     if mirror_tests and kata.config.option.kata_hidden == "auto":
         return children  # the instructor tree's plaintext hidden tests win under auto
     tests = source.tests_for(kata.path)
     if mirror is not None:  # an explicit bundle replaces the plaintext hidden tests
-        children = [c for c in children if mirror not in Path(c.path).parents]
+        children = [c for c in children if not layout.in_mirror(Path(c.path), kata.path)]
     if tests is None or not tests.hidden:
         return children
-    base = _mirror_path(kata) / "tests"
-    return [*children, MemoryDir.create(kata, base, tests.hidden, "hidden", False)]
+    base = layout.hidden_tests_dir(kata.path) or kata.path / "tests"
+    hidden = MemoryDir.create(kata, base, tests.hidden, "hidden", False, kata.path)
+    return [*children, hidden]
 
 
 def _has_plaintext(kata_dir: Path) -> bool:
     """Whether the instructor tree has this kata's hidden tests in the clear (they ran)."""
-    from ..loader import solution_dir
-
     mirror = solution_dir(kata_dir)
     return mirror is not None and any(mirror.rglob("test_*.py"))
-
-
-def _mirror_path(kata: pytest.Collector) -> Path:
-    """Where the kata's solutions/ mirror would be: hidden tests keep their node ids."""
-    root = kata.config.rootpath
-    rel = kata.path.resolve().relative_to((root / "katas").resolve())
-    return root / "solutions" / rel
 
 
 # --------------------------------------------------------------------------- telling people
@@ -207,12 +198,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def _shown(path: Path | None, root: Path) -> str:
-    if path is None:
-        return "?"
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
+    return "?" if path is None else layout.rel(path, root)
 
 
 @pytest.hookimpl(trylast=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import atomic
 from .._lazy import lazy_module
 from .keys import Key
 
@@ -117,10 +118,7 @@ def pack(katas: list[KataTests], key: Key, integrity_sha256: str = "") -> bytes:
 
 
 def write_bundle(path: Path, katas: list[KataTests], key: Key, integrity_sha256: str = "") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(pack(katas, key, integrity_sha256))
-    tmp.replace(path)
+    atomic.write_bytes(path, pack(katas, key, integrity_sha256))
 
 
 # --------------------------------------------------------------------------- reading

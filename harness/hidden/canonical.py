@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..layout import SOLUTIONS
+from ..layout import rel as _rel
 from .bundle import BundleError, Header, KataTests, open_bundle, read_header
 from .integrity import BUNDLE_PATH
 from .keys import KEY_ENV, KEY_FILE_ENV, Key, KeyProblem, load_key
@@ -53,17 +55,10 @@ class Source:
         if grade and self.kind == TREE:
             out += sorted(
                 str(p.resolve())
-                for p in (self.root / "solutions").glob("*/*/tests/**/*.py")
+                for p in (self.root / SOLUTIONS).glob("*/*/tests/**/*.py")
                 if "__pycache__" not in p.parts
             )
         return out
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def read_py_tree(base: Path) -> dict[str, str]:
@@ -79,7 +74,7 @@ def read_py_tree(base: Path) -> dict[str, str]:
 
 def tree_tests(root: Path, kata_dir: Path) -> KataTests:
     """A kata's tests from the instructor tree: public from katas/, hidden from solutions/."""
-    from ..loader import solution_dir
+    from ..layout import solution_dir
     from ..manifest import load_manifest
 
     mirror = solution_dir(kata_dir)
@@ -116,7 +111,7 @@ def resolve(root: Path, hidden: str, grade: bool, invocation_dir: Path) -> Sourc
         path = root / BUNDLE_PATH
         if not path.is_file():
             path = None
-    instructor_tree = (root / "solutions").is_dir()
+    instructor_tree = (root / SOLUTIONS).is_dir()
     if grade and not explicit and instructor_tree:
         return Source(root, TREE)
     if path is None:

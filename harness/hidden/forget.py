@@ -12,6 +12,7 @@ import base64
 import sys
 from pathlib import Path
 
+from ..layout import mirror_of
 from ..sandbox.secrets import scrub_memory, wipe_bytes, wipe_str
 from .canonical import Source
 from .memload import IMPORTER
@@ -44,7 +45,9 @@ def blank_hidden_sources(rel: Path, root: Path) -> None:
     """Hidden test modules already imported need no source any more, nor do other katas';
     a module of this kata (`rel`, relative to `root`) not imported yet (a sibling a test imports
     late) keeps its own."""
-    mine = (root / rel, root / "solutions" / Path(*rel.parts[1:])) if rel.parts else ()
+    kata = root / rel
+    mirror = mirror_of(kata) if rel.parts else None
+    mine = (kata, mirror) if mirror is not None else ()
     for name, src in list(IMPORTER.sources.items()):
         if src.show_source or not src.text:
             continue  # public tests: tracebacks quote them; nothing secret

@@ -18,12 +18,14 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..layout import RESULTS_DIR
+
 MANIFEST_PATH = "grading/integrity.json"
 BUNDLE_PATH = "grading/hidden.bundle"
 HARNESS, TEST, DOC = "harness", "test", "doc"
 # Directories where a file that publish did not write counts as tampering (a new plugin module).
 _WATCHED_DIRS = ("harness/",)
-_SKIP_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", ".kata", ".git", ".venv"}
+_SKIP_PARTS = {"__pycache__", ".pytest_cache", ".hypothesis", RESULTS_DIR, ".git", ".venv"}
 
 
 def sha256_file(path: Path) -> str:

@@ -31,6 +31,8 @@ import pytest
 from _pytest import nodes
 from _pytest.assertion.rewrite import rewrite_asserts
 
+from ..shared_fixtures import public_conftest, share
+
 _PREFIX = "_kata_mem_"  # the guard in harness.sandbox treats _kata_* modules as learner-side
 
 
@@ -167,18 +169,35 @@ class MemoryDir(nodes.FSCollector):
 
     files: dict[str, str]
     package: str
+    # hidden tests: where the public tests/conftest.py comes from (the public MemoryDir, or the
+    # kata directory on disk), so its fixtures are theirs too
+    shared_from: MemoryDir | Path | None = None
 
     @classmethod
     def create(cls, parent: nodes.Node, path: Path, files: dict[str, str], tag: str,
-               show_source: bool) -> MemoryDir:  # fmt: skip
+               show_source: bool, shared_from: MemoryDir | Path | None = None) -> MemoryDir:  # fmt: skip
         node = cls.from_parent(parent, path=path)
         node.files = dict(files)
         node.package = register_tree(path, files, tag, show_source)
+        node.shared_from = shared_from
         return node
+
+    def top_conftest(self) -> types.ModuleType | None:
+        """This directory's own conftest.py module (not a sub-directory's), if it has one."""
+        if "conftest.py" not in self.files:
+            return None
+        return importlib.import_module(f"{self.package}.conftest")
 
     def collect(self):
         patterns = self.config.getini("python_files")
         fm = self.session._fixturemanager
+        if isinstance(self.shared_from, MemoryDir):
+            public = self.shared_from.top_conftest()
+        elif isinstance(self.shared_from, Path):
+            public = public_conftest(self.config, self.shared_from)
+        else:
+            public = None
+        share(self, [public] if public is not None else [])
         for rel in sorted(r for r in self.files if PurePosixPath(r).name == "conftest.py"):
             module = importlib.import_module(f"{self.package}.{_module_name(rel)}")
             _refuse_hooks(module, self.path / rel)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness._lazy import lazy_module
+from harness.layout import results_dir
 
 filelock = lazy_module("filelock")  # imported by the first build, not at start-up
 
@@ -41,7 +42,7 @@ def cache_root() -> Path:
     for start in (Path.cwd(), Path(__file__).resolve().parent):
         root = _repo_root(start)
         if root is not None and os.access(root, os.W_OK):
-            return root / ".kata" / "build-cache"
+            return results_dir(root) / "build-cache"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gpu-katas" / "build-cache"
 

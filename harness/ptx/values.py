@@ -12,7 +12,7 @@ import struct
 
 import numpy as np
 
-from .parser import TYPE_BITS, PtxSyntaxError, parse_int
+from .ptxtypes import TYPE_BITS, PtxSyntaxError, parse_int
 
 __all__ = [
     "bits_dtype",

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..hidden.keys import Key, KeyProblem, load_key, new_key, read_key_file, write_key_file
+from ..layout import find_root
 from ..manifest import ManifestError
 from .check import scan, secrets
 from .git import GitError, commit_tree
@@ -28,11 +29,10 @@ EXIT_OK, EXIT_LEAK, EXIT_USAGE = 0, 1, 2
 
 
 def _root(start: Path | None) -> Path:
-    start = (start or Path.cwd()).resolve()
-    for d in (start, *start.parents):
-        if (d / "katas").is_dir():
-            return d
-    raise PublishError(f"no katas/ directory at or above {start}")
+    root = find_root(start)
+    if root is None:
+        raise PublishError(f"no katas/ directory at or above {(start or Path.cwd()).resolve()}")
+    return root
 
 
 def _key(args: argparse.Namespace, out: Path) -> Key:

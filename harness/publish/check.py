@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..hidden.integrity import BUNDLE_PATH
-from ..loader import solution_dir
+from ..layout import solution_dir
 from ..manifest import Manifest
 
 MIN_ALNUM = 12

@@ -23,7 +23,7 @@ from ..hidden.bundle import KataTests, write_bundle
 from ..hidden.canonical import read_py_tree
 from ..hidden.integrity import BUNDLE_PATH, MANIFEST_PATH, build_manifest, manifest_bytes
 from ..hidden.keys import Key
-from ..loader import solution_dir
+from ..layout import RESULTS_DIR, solution_dir
 from ..manifest import Manifest, discover, load_manifest
 
 # Instructor-only paths (relative to the repository root), never published.
@@ -35,7 +35,7 @@ DEVELOPER_ONLY = (
     ".github/workflows/ci.yml",
     "grading/",
 )
-_NEVER = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".kata", "build",
+_NEVER = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", RESULTS_DIR, "build",
           "dist", ".ruff_cache", ".whl"}  # fmt: skip
 
 

@@ -26,14 +26,13 @@ and :mod:`.common` refuses to show source lines for them.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import layout
 from ..results import RunResult
 from .options import ReportOptions
 
@@ -92,7 +91,7 @@ def write_report(
 ) -> str:
     """Write one report; returns the path written (relative paths are relative to `root`)."""
     fmt, path = check_spec(spec)
-    options = options or ReportOptions(root=root, results_dir=root / ".kata")
+    options = options or ReportOptions(root=root, results_dir=layout.results_dir(root))
     target = Path(path) if Path(path).is_absolute() else root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     WRITERS[fmt](result, target, options)
@@ -107,7 +106,7 @@ def write_reports(
     One broken writer must not cost the others (a grader needs its file even when the HTML
     fails), so a failure is reported on stderr and the rest still run.
     """
-    options = options or ReportOptions(root=root, results_dir=root / ".kata")
+    options = options or ReportOptions(root=root, results_dir=layout.results_dir(root))
     written = []
     for spec in specs:
         try:
@@ -165,47 +164,3 @@ def report_options(config: Any, results_dir: Path) -> ReportOptions:
         step_summary=not config.option.kata_no_step_summary,
         junit_family=config.option.kata_junit_family,
     )
-
-
-# --------------------------------------------------------------------------- progress
-def save_progress(result: RunResult, results_dir: Path) -> None:
-    """Keep the last run (`last-run.json`) and, for learner runs, each kata's latest state
-    (`progress.json`), which `kata progress` reads."""
-    result.save(results_dir / "last-run.json")
-    if result.impl != "learner":
-        return
-    progress_path = results_dir / "progress.json"
-    try:
-        progress = json.loads(progress_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        progress = {}
-    if not (isinstance(progress, dict) and isinstance(progress.get("katas"), dict)):
-        progress = {"katas": {}}  # unreadable or not ours (hand-edited, forged): start afresh
-    data = result.to_dict()
-    for kata in data["katas"]:
-        if any(t["tests"] for t in kata["tasks"]):
-            kata = _merged(progress["katas"].get(kata["id"]), kata)
-            kata["updated"] = time.time()
-            progress["katas"][kata["id"]] = kata
-    tmp = progress_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(progress, indent=1), encoding="utf-8")
-    tmp.replace(progress_path)
-
-
-def _merged(previous: Any, latest: dict[str, Any]) -> dict[str, Any]:
-    """`latest` with the tests it did not run (`-k`, one file, `-x`) kept from `previous`.
-
-    Tasks come from the latest run (its manifest): a kept test whose task is gone is dropped.
-    Points and statuses are recomputed from the merged tests.
-    """
-    try:
-        old = {t["id"]: list(t["tests"]) for t in previous["tasks"]}
-        tasks = []
-        for task in latest["tasks"]:
-            ran = {r["nodeid"] for r in task["tests"]}
-            kept = [r for r in old.get(task["id"], []) if r["nodeid"] not in ran]
-            tests = sorted(task["tests"] + kept, key=lambda r: r["nodeid"])
-            tasks.append({**task, "tests": tests})
-        return RunResult.from_dict({"katas": [{**latest, "tasks": tasks}]}).to_dict()["katas"][0]
-    except (TypeError, KeyError, AttributeError):
-        return latest  # no previous state, or not in our shape: the latest run alone

@@ -191,13 +191,6 @@ def cap(text: str, limit: int) -> str:
     return text[: max(0, limit - len(note))] + note
 
 
-def rel_path(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
 def test_code(row: Row, root: Path) -> str:
     """The source of a public test's function (decorators included), read from its file under
     `root`; the failing lines when the file is not on disk (a bundle's tests); never a hidden

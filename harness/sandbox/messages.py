@@ -10,6 +10,8 @@ import re
 import signal
 from pathlib import Path
 
+from ..layout import in_mirror
+
 _SIGNALS = {
     signal.SIGSEGV: "segmentation fault: a read or write through a bad pointer",
     signal.SIGBUS: "bus error: a misaligned or out-of-range memory access",
@@ -74,21 +76,12 @@ def crash_site(fault_text: str, kata_dir: Path | None, native: str = "") -> str:
         where.append(native)
     for m in _FRAME.finditer(fault_text):  # most recent call first
         path = Path(m["file"])
-        if kata_dir is not None and (kata_dir in path.parents or _is_mirror(path, kata_dir)):
+        if kata_dir is not None and (kata_dir in path.parents or in_mirror(path, kata_dir)):
             where.append(f"{path.name} line {m['line']} (in {m['func']})")
             break
     if not where:
         return ""
     return " in " + ", called from ".join(where)
-
-
-def _is_mirror(path: Path, kata_dir: Path) -> bool:
-    parts = kata_dir.parts
-    if "katas" not in parts:
-        return False
-    i = parts.index("katas")
-    mirror = Path(*parts[:i], "solutions", *parts[i + 1 :])
-    return mirror in path.parents
 
 
 def killed(signum: int, site: str = "") -> str:

@@ -10,61 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.native.build import BuildError
-from harness.native.cargo import build_cargo_cdylib
-from harness.native.loader import load
 from harness.testing import hidden_settings
-from harness.toolchain import ToolNotFoundError
 
 KiB, MiB = 1 << 10, 1 << 20
-
-
-# layout: the same fixtures as tests/conftest.py (hidden tests do not see that conftest yet)
-@pytest.fixture(scope="module")
-def lib(kata: Any) -> Any:
-    sources = [kata.source(s) for s in ("lib.rs", "api.rs", "device.rs", "allocator.rs")]
-    try:
-        built = build_cargo_cdylib(kata.source("Cargo.toml"), sources)
-    except ToolNotFoundError as e:
-        pytest.skip(f"this kata is Rust: {e}")
-    except BuildError as e:
-        pytest.fail(f"cargo build failed:\n{e}", pytrace=False)
-    return load(None, built, header=kata.source("allocator.h"))
-
-
-@pytest.fixture(scope="module")
-def alloc(kata: Any) -> Any:
-    return kata.module("alloc")
-
-
-@pytest.fixture(scope="module")
-def checker(kata: Any) -> Any:
-    return kata.module("checker")
-
-
-@pytest.fixture(scope="module")
-def traces(kata: Any) -> Any:
-    return kata.module("traces")
-
-
-@pytest.fixture
-def make(lib: Any, alloc: Any) -> Any:
-    def new(capacity: int = 1 << 30) -> tuple[Any, Any]:
-        dev = alloc.Device(lib, capacity)
-        return alloc.Allocator(lib, dev), dev
-
-    return new
-
-
-@pytest.fixture
-def replay(lib: Any, alloc: Any) -> Any:
-    def run(lib_: Any, trace: Any) -> tuple[Any, Any, int]:
-        dev = alloc.Device(lib_, trace.capacity)
-        a = alloc.Allocator(lib_, dev)
-        ns = a.replay(trace.ops)
-        return a.stats(), dev.info(), ns
-
-    return run
 
 
 # --------------------------------------------------------------------------- sizes

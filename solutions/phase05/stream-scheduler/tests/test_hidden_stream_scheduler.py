@@ -18,28 +18,6 @@ from harness.testing import hidden_settings
 FLAGS = ("-std=c++17", "-pthread")
 
 
-# layout: the same fixtures as tests/conftest.py (hidden tests do not see that conftest yet)
-@pytest.fixture(scope="module")
-def lib(kata: Any) -> Any:
-    native = NativeBuilder(kata.source, kata.search_path)
-    return native("scheduler.cpp", "kernels.cpp", header="scheduler.h", flags=FLAGS)
-
-
-@pytest.fixture(scope="module")
-def sched(kata: Any) -> Any:
-    return kata.module("sched")
-
-
-@pytest.fixture(scope="module")
-def checker(kata: Any) -> Any:
-    return kata.module("checker")
-
-
-@pytest.fixture
-def new(lib: Any, sched: Any) -> Any:
-    return lambda workers=4: sched.Scheduler(lib, workers)
-
-
 def before(s: Any, a: int, b: int) -> bool:
     return 0 < s.ran(a)[1] < s.ran(b)[0]
 

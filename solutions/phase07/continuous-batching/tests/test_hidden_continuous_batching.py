@@ -17,37 +17,6 @@ from hypothesis import strategies as st
 from harness.testing import hidden_settings
 
 
-# layout: same fixtures as tests/conftest.py
-@pytest.fixture(scope="module")
-def cost(kata: Any) -> Any:
-    return kata.module("cost")
-
-
-@pytest.fixture(scope="module")
-def metrics(kata: Any) -> Any:
-    return kata.module("metrics")
-
-
-@pytest.fixture(scope="module")
-def schedulers(kata: Any) -> Any:
-    return kata.module("schedulers")
-
-
-@pytest.fixture(scope="module")
-def engine(kata: Any) -> Any:
-    return kata.module("engine")
-
-
-@pytest.fixture(scope="module")
-def hardware(kata: Any) -> Any:
-    return kata.module("hardware")
-
-
-@pytest.fixture(scope="module")
-def workload(kata: Any) -> Any:
-    return kata.module("workload")
-
-
 @pytest.fixture(scope="module")
 def toy(engine: Any) -> Any:
     return engine.StepCost(

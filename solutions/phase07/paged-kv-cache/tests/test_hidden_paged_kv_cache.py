@@ -15,37 +15,6 @@ from hypothesis.stateful import run_state_machine_as_test
 from harness.testing import hidden_settings
 
 
-# layout: same fixtures as tests/conftest.py
-@pytest.fixture(scope="module")
-def kv_math(kata: Any) -> Any:
-    return kata.module("kv_math")
-
-
-@pytest.fixture(scope="module")
-def models(kata: Any) -> Any:
-    return kata.module("models")
-
-
-@pytest.fixture(scope="module")
-def bm(kata: Any) -> Any:
-    return kata.module("block_manager")
-
-
-@pytest.fixture(scope="module")
-def kv_store(kata: Any) -> Any:
-    return kata.module("kv_store")
-
-
-@pytest.fixture(scope="module")
-def checker(kata: Any) -> Any:
-    return kata.module("checker")
-
-
-@pytest.fixture(scope="module")
-def replay(kata: Any) -> Any:
-    return kata.module("replay")
-
-
 def read_back(manager: Any, pool: Any, seq_id: int) -> list[int]:
     n, bs = manager.num_tokens(seq_id), pool.block_size
     out: list[int] = []
