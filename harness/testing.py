@@ -2,7 +2,7 @@
 
 Tests import from here freely; learner modules must not (it is grader-side code).
 
-    from harness.testing import fresh_module, hidden_settings, watch_calls, wrote_nothing
+    from harness.testing import check_written, fresh_module, hidden_settings, watch_calls, wrote_nothing
 
     @hidden_settings()
     @given(n=st.integers(1, 3000))
@@ -10,6 +10,8 @@ Tests import from here freely; learner modules must not (it is grader-side code)
 
     if wrote_nothing(C):
         raise KataTodo("matmul_tiled wrote nothing yet")
+
+    check_written(C, "matmul_tiled")  # the same, in one line
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Any
 def hidden_settings(max_examples: int = 60, **overrides: Any) -> Any:
     """Hypothesis settings for hidden tests: derandomized (a grade never depends on luck), no
     example database (nothing written into a learner's tree), no shrinking (a wrong answer fails
-    fast and the message is the first counterexample), no deadline (machines differ), and
-    function-scoped fixtures allowed (the `kata` fixtures are module-scoped anyway)."""
+    fast and the message is the first counterexample), no deadline and no too-slow or
+    data-too-large health checks (machines and submissions differ; a grade must not fail on
+    them), and function-scoped fixtures allowed (the `kata` fixtures are module-scoped anyway).
+    Every hidden test uses this (kata verify checks it): `overrides` for what a kata needs else."""
     from hypothesis import HealthCheck, Phase, settings
 
     base: dict[str, Any] = dict(
@@ -30,7 +34,11 @@ def hidden_settings(max_examples: int = 60, **overrides: Any) -> Any:
         derandomize=True,
         database=None,
         phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.function_scoped_fixture],
+        suppress_health_check=[
+            HealthCheck.function_scoped_fixture,
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+        ],
     )
     base.update(overrides)
     return settings(**base)
@@ -45,6 +53,15 @@ def wrote_nothing(out: Any, sentinel: float | None = None) -> bool:
     if sentinel is None:
         return bool(arr.size) and bool(np.all(np.isnan(arr)))
     return bool(np.all(arr == sentinel))
+
+
+def check_written(out: Any, what: str, sentinel: float | None = None) -> None:
+    """Raise ``KataTodo("<what> wrote nothing yet")`` when :func:`wrote_nothing` (`out`,
+    `sentinel`): the one not-started check for kernels, so a stub shows as *not started*."""
+    if wrote_nothing(out, sentinel):
+        from harness import KataTodo
+
+        raise KataTodo(f"{what} wrote nothing yet")
 
 
 # C functions through which Python starts another program (subprocess, os.system, spawn, exec)

@@ -260,3 +260,39 @@ def test_hidden_conftest_fixtures_and_assert_rewriting_in_memory(
     ]
     summary = json.loads((learner / ".kata" / "last-run.json").read_text())
     assert summary["status"] == "failed"
+
+
+def test_hidden_tests_see_the_public_conftest_fixtures_in_every_mode(
+    repo: KataRepo, tmp_path: Path
+) -> None:
+    """docs/kata-layout.md: a fixture both need is defined once, in the public tests/conftest.py."""
+    public_conftest = """\
+        import pytest
+
+
+        @pytest.fixture(scope="module")
+        def calc(kata):
+            return kata.module("calc")
+
+
+        @pytest.fixture
+        def answer():
+            return 42
+    """
+    hidden = """\
+        def test_add_hidden(calc, answer):
+            assert calc.add(40, 2) == answer, "add(40, 2)"
+    """
+    repo.add_demo(hidden=hidden)
+    repo.write("katas/phase01/demo/tests/conftest.py", public_conftest)
+    # the instructor tree, plaintext hidden tests
+    proc = run(repo.root, "katas", "--kata-impl=solution", key=None)
+    assert records(repo.root)["test_add_hidden"].outcome == "passed", proc.stdout
+    learner, _ = publish(repo, tmp_path / "out")
+    # A learner tree with the key (hidden tests from the bundle, in memory), then grade mode
+    # (public tests from the bundle too): the fixtures resolve and the test reaches the stub.
+    for args in [(), ("katas", "--kata-grade")]:
+        proc = run(learner, *args)
+        rec = records(learner)["test_add_hidden"]
+        assert rec.hidden and rec.outcome == "not_started", proc.stdout
+        assert "add(a, b)" in rec.message, rec

@@ -128,6 +128,19 @@ def test_kata_progress_shows_the_merged_state(repo: KataRepo, capsys) -> None:
     assert "total: 5/20 points" in out
 
 
+def test_kata_progress_reads_the_results_dir_pytest_wrote(repo: KataRepo, capsys) -> None:
+    from harness.cli import main
+
+    repo.add_demo(stub=DEMO_STUB_MUL_FIXED)
+    results = repo.root / "elsewhere"
+    repo.pytester.runpytest("katas", f"--kata-results-dir={results}")
+    assert not (repo.root / ".kata" / "progress.json").exists()
+    assert main(["--root", str(repo.root), "progress"]) == 0
+    assert "no results yet" in capsys.readouterr().out
+    assert main(["--root", str(repo.root), "progress", "--kata-results-dir", str(results)]) == 0
+    assert "Multiply — passed" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- the kata command
 def kata(repo: KataRepo, *args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     from harness.cli import main

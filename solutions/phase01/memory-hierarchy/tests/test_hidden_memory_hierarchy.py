@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.testing import hidden_settings
@@ -34,14 +34,7 @@ MB_OK = 0
 COPY, SCALE, ADD, TRIAD = range(4)
 NAMES = ["copy", "scale", "add", "triad"]
 SVG = "{http://www.w3.org/2000/svg}"
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,  # a grade never depends on luck
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: report the first failure fast
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+SETTINGS = hidden_settings(40)
 
 
 @pytest.fixture(scope="module")

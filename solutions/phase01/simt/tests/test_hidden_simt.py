@@ -13,19 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    # No shrinking: it can take minutes on a wrong warp, past the kata's time limit. The first
-    # failing program is reported instead (deterministic, since examples are derandomized).
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+from harness.testing import hidden_settings
+
+SETTINGS = hidden_settings(60)
 MAX_STEPS = 50_000  # the reference needs a few hundred issues at most
 DATA = [f"r{i}" for i in range(6)]  # what statements read and write
 COND = "r10"  # holds a branch condition, written just before its branch

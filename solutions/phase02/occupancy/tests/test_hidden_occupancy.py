@@ -12,22 +12,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cuda import static
 from harness.native.cache import ArtefactCache, hash_parts
-from harness.testing import fresh_module, watch_calls
+from harness.testing import fresh_module, hidden_settings, watch_calls
 from harness.toolchain import find_tool
 
-SETTINGS = settings(
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a wrong answer fails fast
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+SETTINGS = hidden_settings(300)
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90"]
 RESOURCES = ("warps", "blocks", "registers", "shared_memory")
 KIB = 1024

@@ -6,19 +6,12 @@ Examples are derandomized, so a grade never depends on luck.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import watch_calls
+from harness.testing import hidden_settings, watch_calls
 
-SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a wrong answer fails fast
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+SETTINGS = hidden_settings(60)
 
 
 @pytest.fixture(scope="module")

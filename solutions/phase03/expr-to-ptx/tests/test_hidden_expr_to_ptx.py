@@ -16,27 +16,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cuda.static import CudaCompileError, ptxas_resources
 from harness.native.build import default_cache
 from harness.ptx import run_kernel
 from harness.ptx.device import run_on_device
-from harness.testing import watch_calls
+from harness.testing import hidden_settings, watch_calls
 
 CACHE = default_cache()
-
-
-def hsettings(n: int):
-    return settings(
-        max_examples=n,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 BLOCK = 32
@@ -368,7 +357,7 @@ def compile_error(fn, source: str) -> str:
 
 # --------------------------------------------------------------------------- lexer
 @given(p=programs(depth=2), layout=st.lists(st.sampled_from([" ", "  ", "\t", "\n", "\n\n", " # note: a < b ? (\n"]), min_size=1, max_size=30))  # fmt: skip
-@hsettings(40)
+@hidden_settings(40)
 def test_lexer_hidden_positions_in_random_layouts(kata, p, layout):
     """Every token's line:column points at its text, in programs laid out with tabs, blank lines
     and comments full of operators. Catches: a column that keeps counting across lines, starts
@@ -401,7 +390,7 @@ def test_lexer_hidden_number_corners(kata):
 
 # --------------------------------------------------------------------------- parser
 @given(p=programs(depth=4))
-@hsettings(60)
+@hidden_settings(60)
 def test_parser_hidden_minimal_parentheses(kata, syntax, p):
     """Random programs printed with only the parentheses the grammar needs must parse to the same
     tree. Catches: a select's then-branch parsed as a comparison (`c ? d ? x : y : z`), a select
@@ -432,7 +421,7 @@ def test_parser_hidden_errors_on_later_lines(kata, source, message):
 
 # --------------------------------------------------------------------------- typecheck
 @given(p=programs(depth=3))
-@hsettings(40)
+@hidden_settings(40)
 def test_typecheck_hidden_random_programs_check(kata, p):
     """Every generated program is well-typed; the checker must accept it and give every let and
     the result its type. Catches: rejecting bool lets used as conditions, i32 selects, or
@@ -470,7 +459,7 @@ def test_typecheck_hidden_errors_inside_lets_and_calls(kata, source, message):
 
 # --------------------------------------------------------------------------- codegen
 @given(p=programs(depth=3))
-@hsettings(45)
+@hidden_settings(45)
 def test_codegen_hidden_random_programs_compute_the_oracle(compiler, sem, p):
     """Unfolded, unallocated kernels of random programs on the interpreter, against the oracle,
     with NaN, infinities, -0.0, subnormals and INT_MIN in the inputs. Catches: parameters
@@ -568,7 +557,7 @@ def test_ptxas_hidden_random_programs_assemble(compiler, arch):
     found: list[P] = []
 
     @given(p=programs(depth=3))
-    @hsettings(30)
+    @hidden_settings(30)
     def collect(p):
         found.append(p)
 
@@ -582,7 +571,7 @@ def test_ptxas_hidden_random_programs_assemble(compiler, arch):
 
 # --------------------------------------------------------------------------- fold
 @given(p=programs(depth=3))
-@hsettings(45)
+@hidden_settings(45)
 def test_fold_hidden_as_small_as_folding_by_hand(compiler, sem, syntax, p):
     """The folded kernel has exactly as many instructions as the program folded by hand, and the
     same values as the oracle. Catches: folding only literal-with-literal operations (not
@@ -659,7 +648,7 @@ def _ranges(body, instr_type) -> dict:
 
 
 @given(p=programs(depth=3))
-@hsettings(40)
+@hidden_settings(40)
 def test_regalloc_hidden_valid_minimal_and_correct(compiler, sem, ir, p):
     """Random programs: no two values that are live at once share a register, each kind uses
     exactly as many registers as the most values live at one point, and the kernel still
@@ -700,7 +689,7 @@ def test_device_hidden_random_exact_programs_on_the_gpu(compiler, sem):
     found: list[P] = []
 
     @given(p=programs(depth=3, exact=True))
-    @hsettings(12)
+    @hidden_settings(12)
     def collect(p):
         found.append(p)
 

@@ -14,26 +14,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.cuda import static
 from harness.native.cache import hash_parts
-from harness.testing import fresh_module, watch_calls
+from harness.testing import fresh_module, hidden_settings, watch_calls
 from harness.toolchain import require_tool, tool_version_text
 
 SM75, SM90 = "sm_75", "sm_90"
 # The harness's own parsers, demangler and classifier (harness.cuda.static), which grade this
 # kata: a parser must not hand its text to them. (Finding c++filt with harness.toolchain is fine.)
 ORACLES = ("harness.cuda", "harness.native")
-SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+SETTINGS = hidden_settings(40)
 
 
 @pytest.fixture(scope="module")
