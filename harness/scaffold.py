@@ -17,6 +17,7 @@ _FILES = {
     "kata.toml.j2": "katas/{phase_dir}/{name}/kata.toml",
     "README.md.j2": "katas/{phase_dir}/{name}/README.md",
     "stub.py.j2": "katas/{phase_dir}/{name}/{module}.py",
+    "conftest.py.j2": "katas/{phase_dir}/{name}/tests/conftest.py",  # fixtures public and hidden
     "test_public.py.j2": "katas/{phase_dir}/{name}/tests/test_{module}.py",
     "solution.py.j2": "solutions/{phase_dir}/{name}/{module}.py",
     "test_hidden.py.j2": "solutions/{phase_dir}/{name}/tests/test_hidden_{module}.py",

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import kata_layout
 from .layout import rel as _rel
 from .manifest import Manifest, ManifestError, discover, load_manifest
 from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult, TestRecord
@@ -84,6 +85,7 @@ def verify(
             v.problems.append(f"kata id {m.id!r} is also used by {_rel(seen_ids[m.id], root)}")
         seen_ids[m.id] = d
         v.notes += _undeclared_modules(m)
+        _judge_layout(m, v)
         runnable.append(d)
     if not runnable:
         return list(verdicts.values())
@@ -189,6 +191,15 @@ def _names(records: list[TestRecord], most: int = 8) -> str:
 def _first_line(text: str, limit: int = 300) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _judge_layout(m: Manifest, verdict: KataVerdict) -> None:
+    """docs/kata-layout.md, checked statically: each departure says what to move where."""
+    for rule, sentence in kata_layout.check(m):
+        if rule in kata_layout.NOT_ENFORCED_YET:
+            verdict.notes.append(f"layout ({rule}, not enforced yet): {sentence}")
+        else:
+            verdict.problems.append(f"layout ({rule}): {sentence}")
 
 
 def _undeclared_modules(manifest: Manifest) -> list[str]:

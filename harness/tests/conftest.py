@@ -75,15 +75,16 @@ def mul(a, b):
     return a * b
 """
 
-DEMO_PUBLIC = """\
+# The demo's shared fixture, as docs/kata-layout.md asks: once, in the public tests/conftest.py.
+DEMO_CONFTEST = """\
 import pytest
 
 
 @pytest.fixture
 def calc(kata):
     return kata.module("calc")
-
-
+"""
+DEMO_PUBLIC = """\
 def test_add(calc):
     assert calc.add(2, 3) == 5
 
@@ -97,14 +98,6 @@ def test_gpu(calc):
 """
 
 DEMO_HIDDEN = """\
-import pytest
-
-
-@pytest.fixture
-def calc(kata):
-    return kata.module("calc")
-
-
 def test_add_hidden(calc):
     secret_operand = 41
     assert calc.add(secret_operand, 1) == 42, "add must work for large numbers too"
@@ -141,7 +134,8 @@ class KataRepo:
             f"{kata}/kata.toml", manifest or DEMO_MANIFEST.format(id=kata_id, time_limit=time_limit)
         )
         self.write(f"{kata}/calc.py", stub)
-        self.write(f"{kata}/tests/test_calc_{kata_id}.py", public)
+        self.write(f"{kata}/tests/conftest.py", DEMO_CONFTEST)
+        self.write(f"{kata}/tests/test_{kata_id.replace('-', '_')}.py", public)
         self.write(f"{sol}/calc.py", solution)
         if hidden is not None:
             self.write(f"{sol}/tests/test_hidden_{kata_id}.py", hidden)

@@ -39,7 +39,7 @@ def pytest_runtest_makereport(item, call):
     report.outcome = "passed"
     return report
 """
-PUBLIC = "katas/phase01/demo/tests/test_calc_demo.py"
+PUBLIC = "katas/phase01/demo/tests/test_demo.py"
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_gradescope_grader_with_a_bundle_supplied_at_grading_time(
     submission.mkdir()
     (submission / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n"
                                         "    return a * b\n")  # fmt: skip
-    (submission / "test_calc_demo.py").write_text(ASSERT_TRUE)  # not taken: tests are canonical
+    (submission / "test_demo.py").write_text(ASSERT_TRUE)  # not taken: tests are canonical
     results = tmp_path / "results.json"
     env = {"KATA_GS_SOURCE": str(learner), "KATA_GS_SUBMISSION": str(submission),
            "KATA_GS_RESULTS": str(results), "KATA_HIDDEN_BUNDLE": str(bundle),

@@ -56,7 +56,7 @@ CASES: dict[str, tuple[str, str | None]] = {
     "fake-passed-lines": (
         "import os\n\n"
         "def add(a, b):\n"
-        "    fake = 'test_calc_demo.py::test_add PASSED\\n== 3 passed in 0.01s ==\\n'\n"
+        "    fake = 'test_demo.py::test_add PASSED\\n== 3 passed in 0.01s ==\\n'\n"
         "    print(fake, flush=True)\n"
         "    os.write(1, fake.encode())\n"
         "    os.write(2, fake.encode())\n"
@@ -177,9 +177,7 @@ def test_hostile_submission_earns_nothing_and_the_report_is_complete(
         assert expected in out, f"{case}: the failure should say {expected!r}\n{out}"
     assert received == [], f"{case}: learner code reached the network: {received}"
     if case == "edit-and-delete-tests":
-        assert (
-            "assert True" in (repo.root / "katas/phase01/demo/tests/test_calc_demo.py").read_text()
-        )
+        assert "assert True" in (repo.root / "katas/phase01/demo/tests/test_demo.py").read_text()
     if case == "fork-bomb":
         _assert_no_survivors(str(repo.root))
 

@@ -105,7 +105,7 @@ def test_partial_runs_update_only_the_tests_they_ran(repo: KataRepo) -> None:
     assert after_k["gpu"] == before["gpu"]
 
     repo.add_demo(stub=HALF_DONE)  # test_add passes; the hidden big-number test is not started
-    repo.pytester.runpytest("katas/phase01/demo/tests/test_calc_demo.py")
+    repo.pytester.runpytest("katas/phase01/demo/tests/test_demo.py")
     after_file = _progress(repo)
     assert after_file["add"] == (
         "in progress",
@@ -286,7 +286,7 @@ def test_a_task_matching_no_test_warns_at_run_time(repo: KataRepo, workers: list
 
 def test_a_partial_run_does_not_warn_about_tasks_it_left_out(repo: KataRepo) -> None:
     repo.add_demo()
-    for args in (["-k", "mul"], ["katas/phase01/demo/tests/test_calc_demo.py"]):
+    for args in (["-k", "mul"], ["katas/phase01/demo/tests/test_demo.py"]):
         out = repo.pytester.runpytest(*(args if args[0] != "-k" else ["katas", *args]))
         assert "matches no test" not in out.stdout.str(), args
 

@@ -445,14 +445,14 @@ def test_junit_has_pytest_junitxml_structure_plus_points(repo: KataRepo) -> None
     for case in theirs:
         mine = outcome(ours_by_key[key(case)])
         assert (mine == "passed") == (outcome(case) == "passed"), key(case)
-    add = ours_by_key[("katas.phase01.demo.tests.test_calc_demo", "test_add")]
+    add = ours_by_key[("katas.phase01.demo.tests.test_demo", "test_add")]
     assert add.find("properties") is None, "xunit2 has no per-testcase properties"
     suite = ET.parse(repo.root / "out" / FILES["junit"]).getroot().find("testsuite")
     assert prop(suite, "task:add") == "0/10" and prop(suite, "points") == "20"
     # The xunit1 shape, asked for, carries each test's points on the testcase.
     repo.pytester.runpytest("katas", "--kata-junit-family=xunit1", "--kata-report=junit:x1.xml")
     x1 = {key(c): c for c in junit_cases(repo.root / "x1.xml", family="xunit1")}
-    add = x1[("katas.phase01.demo.tests.test_calc_demo", "test_add")]
+    add = x1[("katas.phase01.demo.tests.test_demo", "test_add")]
     assert prop(add, "task") == "add" and prop(add, "points") == "5" and prop(add, "kata") == "demo"
 
 

@@ -52,7 +52,7 @@ def test_gradescope_run_autograder(course: Path, tmp_path: Path) -> None:
     (submission / "tests").mkdir(parents=True)
     (submission / "calc.py").write_text(SUBMISSION)
     # A learner cannot replace tests by submitting them.
-    (submission / "tests" / "test_calc_demo.py").write_text("def test_add():\n    pass\n")
+    (submission / "tests" / "test_demo.py").write_text("def test_add():\n    pass\n")
     results = tmp_path / "autograder" / "results" / "results.json"
     proc = run_entry(
         GRADERS / "gradescope_zip" / "run_autograder",

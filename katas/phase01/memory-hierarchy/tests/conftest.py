@@ -18,3 +18,13 @@ def lib(kata: Any, bench: Any, request: pytest.FixtureRequest) -> Any:
     """membench.c built with -O2 -march=native and loaded (once per module)."""
     option = request.config.getoption("kata_sanitize", default=None)
     return bench.build(kata, [s for s in (option or "").split(",") if s])
+
+
+@pytest.fixture(scope="module")
+def sweeps(kata: Any) -> Any:
+    return kata.module("sweeps")
+
+
+@pytest.fixture(scope="module")
+def roofline(kata: Any) -> Any:
+    return kata.module("roofline")

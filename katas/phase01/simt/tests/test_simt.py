@@ -54,16 +54,6 @@ done:
 COLLATZ_RECONVERGE = {2: 11, 4: 9}
 
 
-@pytest.fixture(scope="module")
-def simt(kata):
-    return kata.module("simt")
-
-
-@pytest.fixture(scope="module")
-def isa(kata):
-    return kata.module("isa")
-
-
 def column(result, reg: str) -> list[int]:
     """One register across all lanes."""
     return [regs[reg] for regs in result.registers]
@@ -274,26 +264,26 @@ def test_divergence_data_dependent_branch_matches_run_thread(simt, isa):
 
 
 # --------------------------------------------------------------------------- task 3: ipdoms
-def test_ipdom_straight_line(simt):
+def test_reconvergence_ipdom_straight_line(simt):
     ipdom = simt.immediate_post_dominators("mov r1, 1\nadd r1, r1, 1")
     assert ipdom == {0: 1, 1: 2}, "without branches, each pc's ipdom is the next pc (2 = exit)"
 
 
-def test_ipdom_if_else(simt):
+def test_reconvergence_ipdom_if_else(simt):
     ipdom = simt.immediate_post_dominators(IF_ELSE)
     assert ipdom == {0: 1, 1: 5, 2: 3, 3: 5, 4: 5, 5: 6}, (
         "both sides of the branch at 1 must pass `done` (5) on their way to the exit (6)"
     )
 
 
-def test_ipdom_loop(simt):
+def test_reconvergence_ipdom_loop(simt):
     ipdom = simt.immediate_post_dominators(LOOP)
     assert ipdom == {0: 1, 1: 5, 2: 3, 3: 4, 4: 1, 5: 6}, (
         "the loop test (1) is post-dominated by the loop exit (5); the back edge (4) by the test"
     )
 
 
-def test_ipdom_exit_inside_a_branch(simt):
+def test_reconvergence_ipdom_exit_inside_a_branch(simt):
     program = """
         slt  r1, lane, 16   # 0
         bnz  r1, low        # 1
@@ -308,7 +298,7 @@ def test_ipdom_exit_inside_a_branch(simt):
     )
 
 
-def test_ipdom_leaves_out_pcs_that_never_exit(simt):
+def test_reconvergence_ipdom_leaves_out_pcs_that_never_exit(simt):
     program = """
         bz   lane, spin     # 0: lane 0 goes to spin
         exit                # 1
@@ -340,7 +330,7 @@ done:
 """
 
 
-def test_nested_if_else_trace(simt):
+def test_reconvergence_nested_if_else_trace(simt):
     result = simt.Warp(NESTED, width=4).run()  # reconvergence pcs from your ipdoms
     assert result.trace == [
         simt.Issue(0, 0b1111),
@@ -358,7 +348,7 @@ def test_nested_if_else_trace(simt):
     assert [regs["r4"] for regs in result.registers] == [110, 101, 112, 101]
 
 
-def test_nested_inner_join_comes_before_the_outer_join(simt):
+def test_reconvergence_nested_inner_join_comes_before_the_outer_join(simt):
     result = simt.Warp(NESTED).run()
     even = sum(1 << lane for lane in range(0, 32, 2))
     assert masks_at(result, 7) == [even], (
@@ -368,7 +358,7 @@ def test_nested_inner_join_comes_before_the_outer_join(simt):
     assert masks_at(result, 10) == [0xFFFF_FFFF]
 
 
-def test_nested_exit_inside_a_branch(simt, isa):
+def test_reconvergence_nested_exit_inside_a_branch(simt, isa):
     program = """
         and  r1, lane, 3    # 0
         seq  r2, r1, 3      # 1

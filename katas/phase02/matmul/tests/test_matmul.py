@@ -20,11 +20,6 @@ from harness.testing import check_written
 SENTINEL = np.float32(-3.5)
 
 
-@pytest.fixture(scope="module", params=[16, 32], ids=["tile16", "tile32"])
-def tile(request):
-    return request.param
-
-
 def kernel(cuda, tile: int, name: str):
     """`name` of matmul.cu built with -DTILE=tile on the cpu backend (races need it)."""
     return cuda.module("matmul.cu", options=[f"-DTILE={tile}"], backend="cpu").get_function(name)

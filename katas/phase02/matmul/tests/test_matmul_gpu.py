@@ -27,11 +27,6 @@ def gpu(cuda_gpu):
     return cuda_gpu
 
 
-@pytest.fixture(scope="module", params=[16, 32], ids=["tile16", "tile32"])
-def tile(request):
-    return request.param
-
-
 def dims(tile: int, M: int, N: int) -> dict:
     return {"block": (tile, tile, 1), "grid": ((N + tile - 1) // tile, (M + tile - 1) // tile)}
 

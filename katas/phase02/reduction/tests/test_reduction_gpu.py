@@ -22,12 +22,6 @@ GRID = 1024  # blocks; with the grid-stride loop every thread adds up n / (GRID 
 LAUNCHES = 5
 
 
-@pytest.fixture(scope="module")
-def gpu(cuda_gpu):
-    """The `cuda` fixture on a real GPU (harness.cuda.fixtures.cuda_gpu skips otherwise)."""
-    return cuda_gpu
-
-
 def launch_dims(kernel: str, block: int) -> dict:
     shared = block * 4 if kernel == "reduce_shared" else 0  # one float per thread
     return {"block": (block, 1, 1), "grid": (GRID, 1), "shared": shared}

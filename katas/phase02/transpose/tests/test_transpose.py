@@ -20,16 +20,6 @@ from harness.testing import check_written
 WARP = range(32)
 
 
-@pytest.fixture(scope="module")
-def sectors(kata):
-    return kata.module("sectors")
-
-
-@pytest.fixture(scope="module")
-def banks(kata):
-    return kata.module("banks")
-
-
 # --------------------------------------------------------------------------- sectors
 def test_sectors_consecutive_floats(sectors):
     # 32 lanes x 4 bytes = 128 bytes starting at a 128-byte boundary: 4 sectors, all useful.

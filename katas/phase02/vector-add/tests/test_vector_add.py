@@ -1,7 +1,7 @@
 """Public tests of the vector-add kata. Each group is one task of kata.toml.
 
 launch:  launch.py's grid_size and launch_config.
-errors:  cuda_check.h's CUDA_CHECK, compiled with g++ against tests/fake_runtime.h (a stand-in
+errors:  cuda_check.h's CUDA_CHECK, compiled with g++ against tests/data/fake_runtime.h (a stand-in
          for cuda_runtime.h whose calls fail on demand), so it runs on any machine.
 kernel:  vector_add.cu compiled to PTX by nvcc and run on the harness's PTX interpreter.
 """
@@ -22,15 +22,10 @@ from harness.ptx import load_module
 from harness.testing import wrote_nothing
 from harness.toolchain import find_tool
 
-HERE = Path(__file__).parent
+DATA = Path(__file__).parent / "data"  # check_demo.cpp, fake_runtime.h
 
 
 # --------------------------------------------------------------------------- launch
-@pytest.fixture(scope="module")
-def launch(kata):
-    return kata.module("launch")
-
-
 @pytest.mark.parametrize(
     ("n", "block", "grid"),
     [(1, 256, 1), (255, 256, 1), (257, 256, 2), (1000, 256, 4), (10**6, 128, 7813), (0, 256, 0)],
@@ -99,8 +94,8 @@ def check_demo(kata) -> Path:
     if cxx is None:
         pytest.skip("needs a C++ compiler (g++)")
     header = kata.source("cuda_check.h")
-    texts = [header.read_text(), (HERE / "fake_runtime.h").read_text()]
-    demo = (HERE / "check_demo.cpp").read_text()
+    texts = [header.read_text(), (DATA / "fake_runtime.h").read_text()]
+    demo = (DATA / "check_demo.cpp").read_text()
 
     def produce(tmp: Path) -> None:
         (tmp / "cuda_check.h").write_text(texts[0])
@@ -128,7 +123,7 @@ def _run(exe: Path, scenario: str) -> subprocess.CompletedProcess[str]:
 
 def _line(marker: str) -> int:
     """The line of check_demo.cpp that carries `// LINE:<marker>`."""
-    lines = (HERE / "check_demo.cpp").read_text().splitlines()
+    lines = (DATA / "check_demo.cpp").read_text().splitlines()
     return next(i for i, text in enumerate(lines, 1) if f"// LINE:{marker}" in text)
 
 

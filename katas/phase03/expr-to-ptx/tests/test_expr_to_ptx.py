@@ -24,16 +24,6 @@ PAD = 9  # out has room past n: a thread that skips the bounds check writes ther
 
 
 @pytest.fixture(scope="module")
-def compiler(kata):
-    return kata.module("compiler")
-
-
-@pytest.fixture(scope="module")
-def syntax(kata):
-    return kata.module("syntax")
-
-
-@pytest.fixture(scope="module")
 def semantics(kata):
     return kata.module("semantics")
 

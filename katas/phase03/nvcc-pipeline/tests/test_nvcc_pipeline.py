@@ -22,21 +22,6 @@ PTXAS_O0 = ["-Xptxas", "-O0"]
 REGISTER_CAP = ["-maxrregcount=24"]
 
 
-@pytest.fixture(scope="module")
-def tc(kata):
-    return kata.module("toolchain")
-
-
-@pytest.fixture(scope="module")
-def kernels_cu(kata) -> Path:
-    return kata.source("kernels.cu")
-
-
-@pytest.fixture(scope="module")
-def questions_cu(kata) -> Path:
-    return kata.source("questions.cu")
-
-
 def source_line(path: Path, text: str) -> int:
     """The 1-based line of `path` that contains `text` (exactly one)."""
     hits = [n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line]
@@ -45,11 +30,6 @@ def source_line(path: Path, text: str) -> int:
 
 
 # --------------------------------------------------------------------------- stages
-@pytest.fixture(scope="module")
-def stages(kata):
-    return kata.module("stages")
-
-
 def tools(found) -> list[str]:
     return [s.tool for s in found]
 
@@ -124,11 +104,6 @@ def test_stages_arch_shorthand_embeds_ptx(stages, tc, kernels_cu):
 
 
 # --------------------------------------------------------------------------- resources
-@pytest.fixture(scope="module")
-def resources(kata):
-    return kata.module("resources")
-
-
 FIELDS = {  # ours -> harness.cuda.static.Resources
     "arch": "arch",
     "registers": "registers",
@@ -196,11 +171,6 @@ def test_resources_kernel_name(resources):
 
 # --------------------------------------------------------------------------- lineinfo
 @pytest.fixture(scope="module")
-def lineinfo(kata):
-    return kata.module("lineinfo")
-
-
-@pytest.fixture(scope="module")
 def kernels_ptx(tc, kernels_cu) -> str:
     return tc.ptx(kernels_cu, SM75, ["-lineinfo"])
 
@@ -253,11 +223,6 @@ def test_lineinfo_shared_memory_loop(lineinfo, kernels_ptx, kernels_cu):
 
 
 # --------------------------------------------------------------------------- sass
-@pytest.fixture(scope="module")
-def sass(kata):
-    return kata.module("sass")
-
-
 def oracle_trim(insns: list) -> list:
     """Padding, by the rule the task states: trailing NOPs, then a BRA to its own address."""
     end = len(insns)

@@ -63,7 +63,7 @@ def test_streams_wait_takes_the_record_made_before_it(new: Any) -> None:
 
 
 # --------------------------------------------------------------------------- default-stream
-def test_default_legacy_stream_waits_for_blocking_streams(new: Any, sched: Any) -> None:
+def test_default_stream_legacy_stream_waits_for_blocking_streams(new: Any, sched: Any) -> None:
     s = new()
     blocking, nb = s.stream(sched.BLOCKING), s.stream(sched.NON_BLOCKING)
     k1 = s.launch(blocking, sleep_us=10_000)
@@ -77,7 +77,7 @@ def test_default_legacy_stream_waits_for_blocking_streams(new: Any, sched: Any) 
     assert before(s, k2, k5) and not before(s, k3, k5), "k5 does not wait for stream 0"
 
 
-def test_default_per_thread_stream_is_its_own_stream(new: Any, sched: Any) -> None:
+def test_default_stream_per_thread_stream_is_its_own_stream(new: Any, sched: Any) -> None:
     s = new()
     k1 = s.launch(sched.PER_THREAD, sleep_us=10_000)
     k2 = s.launch(sched.PER_THREAD)

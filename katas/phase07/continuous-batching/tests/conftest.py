@@ -79,3 +79,10 @@ def measure() -> Any:
         raise ValueError(f"unknown quantity {quantity!r}")
 
     return measure
+
+
+@pytest.fixture(scope="module")
+def toy(engine: Any) -> Any:
+    return engine.StepCost(
+        weights_s=0.01, kv_s_per_token=0.0, flop_s_per_token=2e-4, swap_s_per_token=1e-3
+    )

@@ -37,26 +37,6 @@ SVG = "{http://www.w3.org/2000/svg}"
 SETTINGS = hidden_settings(40)
 
 
-@pytest.fixture(scope="module")
-def bench(kata: Any) -> Any:
-    return kata.module("bench")
-
-
-@pytest.fixture(scope="module")
-def lib(kata: Any, bench: Any) -> Any:
-    return bench.build(kata)
-
-
-@pytest.fixture(scope="module")
-def sweeps(kata: Any) -> Any:
-    return kata.module("sweeps")
-
-
-@pytest.fixture(scope="module")
-def roofline(kata: Any) -> Any:
-    return kata.module("roofline")
-
-
 # --------------------------------------------------------------------------- cycles
 def chase_successors(lib: Any, bench: Any, n: int, stride: int, seed: int) -> list[int]:
     """next[i] for the cycle chase_link writes over n slots."""
@@ -86,7 +66,7 @@ def looks_random(succ: list[int], what: str) -> None:
     )
 
 
-def test_chase_link_is_not_a_stride_walk(lib: Any, bench: Any) -> None:
+def test_capacities_link_is_not_a_stride_walk(lib: Any, bench: Any) -> None:
     """Shortcut: chase_link links slot i to slot i + c (c = 97, coprime to n: one cycle,
     reproducible; the public tests pass), a constant stride that a stride prefetcher can learn,
     so the sweep measures the prefetcher, not the latency."""
@@ -94,7 +74,7 @@ def test_chase_link_is_not_a_stride_walk(lib: Any, bench: Any) -> None:
         looks_random(chase_successors(lib, bench, n, stride, 5), f"chase_link(n={n})")
 
 
-def test_chase_link_depends_on_the_seed(lib: Any, bench: Any) -> None:
+def test_capacities_link_depends_on_the_seed(lib: Any, bench: Any) -> None:
     """Shortcut: a random cycle from a fixed seed (srand(1) once), reproducible but the same for
     every seed: the sweep's sizes all walk one pattern and a retry with another seed cannot
     escape an unlucky one."""
@@ -238,7 +218,7 @@ def step_of(costs: list[float]) -> int:
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
 @pytest.mark.kata_gate("flush_lines does not evict the line of the byte it is given")
-def test_line_flush_lines_evicts_the_line_of_the_byte(lib: Any, bench: Any) -> None:
+def test_line_size_flush_lines_evicts_the_line_of_the_byte(lib: Any, bench: Any) -> None:
     """Shortcut: flush_lines evicts the chunk's first line whenever `offset` is below the line
     size it knows (hard-coded 64, or sysconf's), which fakes the step the public test wants. With
     every chunk starting half a line into a line, a real flush of byte `offset` hits the first
@@ -260,7 +240,7 @@ def test_line_flush_lines_evicts_the_line_of_the_byte(lib: Any, bench: Any) -> N
 
 
 # --------------------------------------------------------------------------- cache_levels
-def test_chase_levels_knee_is_measured_from_the_plateau_start(sweeps: Any) -> None:
+def test_capacities_levels_knee_is_measured_from_the_plateau_start(sweeps: Any) -> None:
     """Shortcut: `latency[i] > jump * latency[i - 1]` (a knee against the previous point, not the
     plateau's first): the same on the public sweeps, blind to a level whose latency climbs
     gradually, as an L2 to L3 transition often does (each step here rises 1.3x < jump)."""
@@ -308,7 +288,7 @@ def stepped_sweep(draw: Any) -> tuple[list[int], list[float], list[tuple[int, fl
 @hidden_settings(max_examples=80)
 @given(sweep=stepped_sweep())
 @pytest.mark.kata_gate("cache_levels does not find the plateaus in the sweep it is given")
-def test_chase_levels_of_random_stepped_sweeps(sweeps: Any, sweep: Any) -> None:
+def test_capacities_levels_of_random_stepped_sweeps(sweeps: Any, sweep: Any) -> None:
     """Shortcuts: a first level hard-coded at 32 KiB, levels tied to the public sweeps' shape (a
     knee at the first point, always three levels), or levels read from sysfs; and one slow
     measurement taken for a knee. Random plateaus with known answers."""
@@ -348,7 +328,7 @@ def machine_sweep(l1: int, l2: int, l3: int | None) -> tuple[list[int], list[flo
     ],
 )
 @pytest.mark.kata_gate("cache_levels reads the machine's description instead of the sweep")
-def test_chase_levels_of_other_machines(sweeps: Any, l1: int, l2: int, l3: int | None) -> None:
+def test_capacities_levels_of_other_machines(sweeps: Any, l1: int, l2: int, l3: int | None) -> None:
     """Shortcut: cache_levels builds its levels from sysfs (or sysconf, lscpu), at call time or at
     import, and uses the sweep only for the latencies. Sweeps of machines unlike this one go to
     a fresh copy of sweeps.py, imported and called while the machine's description is hidden;
@@ -365,7 +345,7 @@ def test_chase_levels_of_other_machines(sweeps: Any, l1: int, l2: int, l3: int |
 
 
 # --------------------------------------------------------------------------- STREAM bytes
-def test_stream_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
+def test_bandwidth_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
     """Shortcut: 16 bytes per element for every kernel (copy's count reused): the public tests
     check copy and scale exactly, and add and triad only through their difference with the
     traffic. Add and triad read two arrays and write one: 24 bytes per element, 32 on the bus."""
@@ -382,7 +362,7 @@ def test_stream_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
 
 # --------------------------------------------------------------------------- FMA
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_fma_peak_time_grows_with_iters(lib: Any, bench: Any) -> None:
+def test_peak_flops_peak_time_grows_with_iters(lib: Any, bench: Any) -> None:
     """Shortcut: fma_peak writes each chain's closed form, m^n (x0 + k) + a (1 - m^n) / (1 - m),
     instead of running the FMAs: right answers in no time, so the public speed-up test of this
     task passes (only the your-roofline task notices, through an impossible peak). Eight times

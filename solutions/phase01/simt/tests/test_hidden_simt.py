@@ -26,16 +26,6 @@ COUNTERS = ["r12", "r13", "r14"]  # one loop counter per nesting depth: bodies n
 WIDTHS = [32, 32, 8, 5]
 
 
-@pytest.fixture(scope="module")
-def simt(kata):
-    return kata.module("simt")
-
-
-@pytest.fixture(scope="module")
-def isa(kata):
-    return kata.module("isa")
-
-
 # --------------------------------------------------------------------------- program generator
 @dataclass(frozen=True)
 class Features:
@@ -378,7 +368,7 @@ def test_divergence_random_if_else(simt, isa, case):
 )
 @SETTINGS
 @given(text=programs(EVERYTHING, size=4))
-def test_ipdom_random_programs_match_the_definition(simt, isa, text):
+def test_reconvergence_ipdom_random_programs_match_the_definition(simt, isa, text):
     """Shortcut caught: immediate_post_dominators as a pattern match on structured code,
     e.g. "the nearest pc both successors reach" or "the target of the jmp before the else",
     which is right for the public if/else and loops but wrong once an exit inside a branch
@@ -401,7 +391,7 @@ def test_ipdom_random_programs_match_the_definition(simt, isa, text):
 )
 @SETTINGS
 @given(case=cases(NESTED, size=4))
-def test_nested_random_programs_reconverge_at_ipdoms(simt, isa, case):
+def test_reconvergence_nested_random_programs_reconverge_at_ipdoms(simt, isa, case):
     """Shortcut caught: reconverging somewhere other than the immediate post-dominator, e.g.
     at the branch target, at the program's end, or at a pc from a heuristic ipdom. The lanes
     still compute the right registers, but the split lanes do not issue their join together."""

@@ -15,11 +15,6 @@ from harness.testing import check_written, hidden_settings
 SETTINGS = hidden_settings(15)
 
 
-@pytest.fixture(scope="module", params=[16, 32], ids=["tile16", "tile32"])
-def tile(request):
-    return request.param
-
-
 def check(cuda, tile, name, M, N, K, schedules=("forward", "reverse")):
     f = cuda.module("matmul.cu", options=[f"-DTILE={tile}"], backend="cpu").get_function(name)
     rng = np.random.default_rng(M + 100 * N + 10_000 * K)

@@ -27,16 +27,6 @@ KIB = 1024
 
 
 @pytest.fixture(scope="module")
-def occ(kata):
-    return kata.module("occupancy")
-
-
-@pytest.fixture(scope="module")
-def tune(kata):
-    return kata.module("tune")
-
-
-@pytest.fixture(scope="module")
 def specs(kata):
     return kata.module("specs")
 
@@ -108,14 +98,6 @@ def test_calculator_computes_the_limits_itself(occ):
 
 
 # --------------------------------------------------------------------------- predict
-@pytest.fixture(scope="module")
-def ptxas(kata):
-    given_ = kata.module("launches")
-    cache = ArtefactCache()
-    source = kata.source("kernels.cu")
-    return {a: static.ptxas_resources(source, a, cache=cache) for a in given_.ARCHS}
-
-
 def test_predict_limiters(kata, ptxas):
     """Catches: the right occupancy for the wrong reason -- e.g. calling heavy-t4-256 (58
     registers, 4 blocks) warp-limited only, when the register file runs out at the same

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from harness.testing import check_written
-
-
-@pytest.fixture(scope="module")
-def gpu(cuda_gpu):
-    """The `cuda` fixture on a real GPU (harness.cuda.fixtures.cuda_gpu skips otherwise)."""
-    return cuda_gpu
 
 
 def test_gpu_shuffle_after_a_bigger_launch(gpu):

@@ -14,16 +14,6 @@ from harness.testing import hidden_settings, watch_calls
 SETTINGS = hidden_settings(60)
 
 
-@pytest.fixture(scope="module")
-def schedule(kata):
-    return kata.module("schedule")
-
-
-@pytest.fixture(scope="module")
-def timeline(kata):
-    return kata.module("timeline")
-
-
 @st.composite
 def sizes(draw):
     n = draw(st.integers(1, 3000))

@@ -17,16 +17,6 @@ from harness.testing import check_written, hidden_settings
 SETTINGS = hidden_settings(200)
 
 
-@pytest.fixture(scope="module")
-def sectors(kata):
-    return kata.module("sectors")
-
-
-@pytest.fixture(scope="module")
-def banks(kata):
-    return kata.module("banks")
-
-
 lane_address = st.one_of(st.none(), st.integers(0, 4096))
 
 

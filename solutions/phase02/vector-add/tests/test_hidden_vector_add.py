@@ -17,11 +17,6 @@ SETTINGS = hidden_settings(40)
 
 
 # --------------------------------------------------------------------------- launch
-@pytest.fixture(scope="module")
-def launch(kata):
-    return kata.module("launch")
-
-
 @SETTINGS
 @given(n=st.integers(0, 2**31 - 1), block=st.integers(1, 1024))
 def test_launch_grid_size_exact(launch, n, block):
@@ -63,7 +58,7 @@ def test_launch_config_never_exceeds_the_machine(launch, n, block, device):
 
 # --------------------------------------------------------------------------- kernel
 @pytest.fixture(scope="module")
-def vadd(kata):
+def vadd_ptx(kata):
     from harness.cuda import static
     from harness.native.cache import ArtefactCache
     from harness.ptx import load_module
@@ -80,7 +75,7 @@ def vadd(kata):
     return launch
 
 
-def test_kernel_saxpy_many_blocks(vadd):
+def test_kernel_saxpy_many_blocks(vadd_ptx):
     """Catches: a stride of blockDim.x instead of blockDim.x * gridDim.x. vector_add still gives
     the right c (every block redoes the tail of the array, writing the same values), but saxpy
     updates y in place, so each extra visit adds alpha * x again."""
@@ -88,7 +83,7 @@ def test_kernel_saxpy_many_blocks(vadd):
     rng = np.random.default_rng(5)
     x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     out = y.copy()
-    vadd("saxpy", [np.float32(-1.5), x, out, np.int32(n)], 16, 128)
+    vadd_ptx("saxpy", [np.float32(-1.5), x, out, np.int32(n)], 16, 128)
     if np.array_equal(out, y):
         raise KataTodo("saxpy left y unchanged")
     np.testing.assert_allclose(out, np.float32(-1.5) * x + y, rtol=1e-6, atol=1e-6)
@@ -100,14 +95,14 @@ def test_kernel_saxpy_many_blocks(vadd):
     block=st.sampled_from([1, 32, 96, 100, 256, 1024]),
     grid=st.integers(1, 40),
 )
-def test_kernel_any_grid_any_n(vadd, n, block, grid):
+def test_kernel_any_grid_any_n(vadd_ptx, n, block, grid):
     """Any grid covers any n, also with block sizes that are not a multiple of 32. Catches: an
     index from threadIdx.x alone, and loops that assume blockDim.x == 256."""
     size = max(n, 1)
     rng = np.random.default_rng(n)
     a, b = rng.standard_normal(size, dtype=np.float32), rng.standard_normal(size, dtype=np.float32)
     c = np.full(size, np.nan, dtype=np.float32)
-    vadd("vector_add", [a, b, c, np.int32(n)], grid, block)
+    vadd_ptx("vector_add", [a, b, c, np.int32(n)], grid, block)
     if n > 0 and wrote_nothing(c):
         raise KataTodo("vector_add wrote nothing yet")
     np.testing.assert_array_equal(c[:n], (a + b)[:n])

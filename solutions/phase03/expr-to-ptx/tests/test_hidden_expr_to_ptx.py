@@ -34,18 +34,8 @@ PAD = 7
 
 
 @pytest.fixture(scope="module")
-def compiler(kata):
-    return kata.module("compiler")
-
-
-@pytest.fixture(scope="module")
 def sem(kata):
     return kata.module("semantics")
-
-
-@pytest.fixture(scope="module")
-def syntax(kata):
-    return kata.module("syntax")
 
 
 @pytest.fixture(scope="module")

@@ -30,21 +30,6 @@ SETTINGS = hidden_settings(40)
 
 
 @pytest.fixture(scope="module")
-def tc(kata):
-    return kata.module("toolchain")
-
-
-@pytest.fixture(scope="module")
-def kernels_cu(kata) -> Path:
-    return kata.source("kernels.cu")
-
-
-@pytest.fixture(scope="module")
-def questions_cu(kata) -> Path:
-    return kata.source("questions.cu")
-
-
-@pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("nvcc-pipeline-hidden")
 
@@ -57,11 +42,6 @@ def write(workdir: Path, name: str, text: str) -> Path:
 
 
 # --------------------------------------------------------------------------- stages
-@pytest.fixture(scope="module")
-def stages(kata):
-    return kata.module("stages")
-
-
 def oracle_commands(text: str) -> list[list[str]]:
     return [
         shlex.split(line[3:])
@@ -126,11 +106,6 @@ def test_stages_hidden_virtual_arch_only(stages, tc, kernels_cu):
 
 
 # --------------------------------------------------------------------------- resources
-@pytest.fixture(scope="module")
-def resources(kata):
-    return kata.module("resources")
-
-
 FIELDS = {
     "arch": "arch",
     "registers": "registers",
@@ -275,11 +250,6 @@ def test_resources_hidden_template_names(resources, tc, workdir):
 
 
 # --------------------------------------------------------------------------- lineinfo
-@pytest.fixture(scope="module")
-def lineinfo(kata):
-    return kata.module("lineinfo")
-
-
 def oracle_lines(ptx: str) -> list[tuple[str, int, str, int]]:
     """(function, PTX line, file, source line) for every instruction: a second implementation."""
     files = {
@@ -364,11 +334,6 @@ def test_lineinfo_hidden_second_file(lineinfo, tc, workdir):
 
 
 # --------------------------------------------------------------------------- sass
-@pytest.fixture(scope="module")
-def sass(kata):
-    return kata.module("sass")
-
-
 def oracle_trim(insns: list) -> list:
     end = len(insns)
     while end and insns[end - 1].base == "NOP":

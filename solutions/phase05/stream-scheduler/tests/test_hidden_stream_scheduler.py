@@ -103,7 +103,7 @@ def test_clock_three_priorities_one_worker(new: Any) -> None:
 
 # --------------------------------------------------------------------------- default stream
 @pytest.mark.kata_gate("the legacy default stream does not synchronize with blocking streams")
-def test_default_two_blocking_streams_and_stream_zero(new: Any, sched: Any) -> None:
+def test_default_stream_two_blocking_streams_and_stream_zero(new: Any, sched: Any) -> None:
     s = new(workers=4)
     a, b = s.stream(), s.stream()
     k1 = s.launch(a, duration=3, sleep_us=20_000)
@@ -117,7 +117,7 @@ def test_default_two_blocking_streams_and_stream_zero(new: Any, sched: Any) -> N
 
 
 @pytest.mark.kata_gate("the legacy default stream does not synchronize with blocking streams")
-def test_default_per_thread_and_stream_zero_on_the_clock(new: Any, sched: Any) -> None:
+def test_default_stream_per_thread_and_stream_zero_on_the_clock(new: Any, sched: Any) -> None:
     s = new(workers=4)
     k0 = s.launch(sched.LEGACY_DEFAULT, duration=4)
     k1 = s.launch(sched.PER_THREAD, duration=1)  # blocking: after stream 0's work
@@ -127,7 +127,7 @@ def test_default_per_thread_and_stream_zero_on_the_clock(new: Any, sched: Any) -
     assert s.times(k0) == (0, 4) and s.times(k1) == (4, 5) and s.times(k2) == (0, 1)
 
 
-def test_default_events_on_stream_zero(new: Any, sched: Any) -> None:
+def test_default_stream_events_on_stream_zero(new: Any, sched: Any) -> None:
     s = new(workers=2)
     nb, e = s.stream(sched.NON_BLOCKING), s.event()
     k0 = s.launch(sched.LEGACY_DEFAULT, duration=4)

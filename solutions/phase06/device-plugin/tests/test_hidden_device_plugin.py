@@ -6,47 +6,13 @@ Random cases are drawn from fixed seeds, so a grade never depends on luck.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 UNHEALTHY = "Unhealthy"
-
-
-# layout: the public tests/conftest.py's fixtures, borrowed (hidden tests do not see it yet)
-@pytest.fixture(scope="module")
-def public(kata: Any) -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "device_plugin_public_conftest", kata.dir / "tests" / "conftest.py"
-    )
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-@pytest.fixture(scope="module")
-def nodes(kata: Any) -> Any:
-    return kata.module("node")
-
-
-@pytest.fixture
-def rig(kata: Any, nodes: Any, public: Any) -> Iterator[Any]:
-    maker = public.make_rig.__wrapped__(kata.module("plugin"), kata.module("kubelet"))
-    make = next(maker)
-    yield make(nodes.pcie_node(8))
-    next(maker, None)
-
-
-@pytest.fixture
-def make_rig(kata: Any, public: Any) -> Iterator[Any]:
-    maker = public.make_rig.__wrapped__(kata.module("plugin"), kata.module("kubelet"))
-    yield next(maker)
-    next(maker, None)
 
 
 def _score(node: Any, ids: list[str]) -> int:

@@ -17,13 +17,6 @@ from hypothesis import strategies as st
 from harness.testing import hidden_settings
 
 
-@pytest.fixture(scope="module")
-def toy(engine: Any) -> Any:
-    return engine.StepCost(
-        weights_s=0.01, kv_s_per_token=0.0, flop_s_per_token=2e-4, swap_s_per_token=1e-3
-    )
-
-
 def req(
     engine: Any,
     rid: int,

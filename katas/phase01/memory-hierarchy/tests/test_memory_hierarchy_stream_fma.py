@@ -43,7 +43,7 @@ def chains(x0: np.ndarray, m: float, a: float, iters: int) -> np.ndarray:
 
 # --------------------------------------------------------------------------- task bandwidth
 @pytest.mark.parametrize("n", [0, 1, 7, 1000, 4099])
-def test_stream_kernels_compute_their_formulas(lib: Any, bench: Any, n: int) -> None:
+def test_bandwidth_kernels_compute_their_formulas(lib: Any, bench: Any, n: int) -> None:
     rng = np.random.default_rng(n)
     a, b, c = (rng.standard_normal(n + 1) for _ in range(3))
     q = 3.0
@@ -73,7 +73,7 @@ def test_stream_kernels_compute_their_formulas(lib: Any, bench: Any, n: int) -> 
                 )
 
 
-def test_stream_bytes_of_copy_and_scale(lib: Any, bench: Any) -> None:
+def test_bandwidth_bytes_of_copy_and_scale(lib: Any, bench: Any) -> None:
     bench.started(lib.stream_bytes(COPY, 10), "stream_bytes")
     for kernel in (COPY, SCALE):
         for n in (0, 1, 1000, 10**10):
@@ -88,7 +88,7 @@ def test_stream_bytes_of_copy_and_scale(lib: Any, bench: Any) -> None:
         )
 
 
-def test_stream_traffic_adds_a_read_for_ownership(lib: Any, bench: Any) -> None:
+def test_bandwidth_traffic_adds_a_read_for_ownership(lib: Any, bench: Any) -> None:
     bench.started(lib.stream_traffic_bytes(COPY, 10), "stream_traffic_bytes")
     for kernel in (COPY, SCALE, ADD, TRIAD):
         for n in (0, 3, 1 << 20):
@@ -100,7 +100,7 @@ def test_stream_traffic_adds_a_read_for_ownership(lib: Any, bench: Any) -> None:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_stream_bandwidth_of_this_machine(
+def test_bandwidth_bandwidth_of_this_machine(
     lib: Any, bench: Any, kata_metrics: dict[str, Any]
 ) -> None:
     """Each kernel's bandwidth (STREAM's count of bytes over your time) against numpy's copy of
@@ -130,14 +130,14 @@ def test_stream_bandwidth_of_this_machine(
 
 
 # --------------------------------------------------------------------------- task peak-flops
-def test_fma_chain_computes(lib: Any, bench: Any) -> None:
+def test_peak_flops_chain_computes(lib: Any, bench: Any) -> None:
     for x, m, a, iters in [(1.0, 0.5, 1.0, 0), (1.0, 0.5, 1.0, 1), (3.0, 0.999, 0.25, 1000)]:
         got = bench.started(lib.fma_chain(x, m, a, iters), "fma_chain")
         want = float(chains(np.float32([x]), m, a, iters)[0])
         assert got == pytest.approx(want, rel=1e-5), f"fma_chain({x}, {m}, {a}, {iters})"
 
 
-def test_fma_peak_runs_independent_chains(lib: Any, bench: Any) -> None:
+def test_peak_flops_peak_runs_independent_chains(lib: Any, bench: Any) -> None:
     out = np.full(256, np.nan, dtype=np.float32)
     x0, m, a, iters = 1.0, 0.99, 0.25, 100
     k = bench.started(lib.fma_peak(fptr(lib, out), x0, m, a, iters), "fma_peak")
@@ -149,7 +149,9 @@ def test_fma_peak_runs_independent_chains(lib: Any, bench: Any) -> None:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_fma_peak_beats_one_chain(lib: Any, bench: Any, kata_metrics: dict[str, Any]) -> None:
+def test_peak_flops_peak_beats_one_chain(
+    lib: Any, bench: Any, kata_metrics: dict[str, Any]
+) -> None:
     """One chain waits for each FMA (latency); independent vector chains keep the FMA units busy
     (throughput). 8 scalar chains can be at most ~8x faster; at least 16x needs vectors."""
     out = np.zeros(256, dtype=np.float32)

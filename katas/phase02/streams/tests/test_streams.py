@@ -2,7 +2,7 @@
 
 plan:  schedule.chunk_bounds and schedule.plan, run on timeline.py's three-engine model.
 model: schedule.pipelined_time against that model.
-(pipeline, the gpu task, is tests/test_pipeline_gpu.py.)
+(pipeline, the gpu task, is tests/test_streams_gpu.py.)
 """
 
 from __future__ import annotations
@@ -10,16 +10,6 @@ from __future__ import annotations
 import pytest
 
 SECONDS = {"h2d": 1e-6, "kernel": 1e-6, "d2h": 1e-6}  # per item: three balanced stages
-
-
-@pytest.fixture(scope="module")
-def schedule(kata):
-    return kata.module("schedule")
-
-
-@pytest.fixture(scope="module")
-def timeline(kata):
-    return kata.module("timeline")
 
 
 def check_plan(ops, n: int, n_chunks: int, n_streams: int) -> None:

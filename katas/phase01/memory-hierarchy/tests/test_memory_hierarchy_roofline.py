@@ -15,11 +15,6 @@ MB_OK, MB_BAD_ARGS = 0, -2
 PEAK, BW = 100e9, 10e9  # a machine with a ridge point at 10 FLOP/byte
 
 
-@pytest.fixture(scope="module")
-def roofline(kata: Any) -> Any:
-    return kata.module("roofline")
-
-
 def points(polyline: ET.Element) -> list[tuple[float, float]]:
     return [tuple(map(float, p.split(","))) for p in polyline.get("points", "").split()]  # type: ignore[misc]
 
@@ -97,7 +92,7 @@ def test_roofline_svg_draws_the_roof_and_the_kernels(roofline: Any) -> None:
 
 # --------------------------------------------------------------------------- task your-roofline
 @pytest.mark.parametrize("rounds", [0, 1, 5])
-def test_placed_fma_sweep_computes(lib: Any, bench: Any, rounds: int) -> None:
+def test_your_roofline_fma_sweep_computes(lib: Any, bench: Any, rounds: int) -> None:
     n = 1000 + 7  # not a multiple of any vector block
     x = np.linspace(-2.0, 2.0, n + 1, dtype=np.float32)
     want = x[:n].astype(np.float64)
@@ -120,7 +115,7 @@ def test_placed_fma_sweep_computes(lib: Any, bench: Any, rounds: int) -> None:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_placed_kernels_on_your_roofline(
+def test_your_roofline_kernels_on_your_roofline(
     lib: Any, bench: Any, roofline: Any, kata_metrics: dict[str, Any]
 ) -> None:
     """This machine's roofline: the peak from your fma_peak, the memory roof from your triad

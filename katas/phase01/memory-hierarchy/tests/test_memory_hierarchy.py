@@ -20,11 +20,6 @@ SETTINGS = settings(
 )
 
 
-@pytest.fixture(scope="module")
-def sweeps(kata: Any) -> Any:
-    return kata.module("sweeps")
-
-
 def successors(words: Any, base: int, starts: list[int], step: int) -> list[int]:
     """Index of the slot each slot points to (slot k lives at byte starts[k]; slots are `step`
     bytes apart); fails on a pointer that is not the start of a slot."""
@@ -47,7 +42,7 @@ def cycle_length(succ: list[int]) -> int:
 
 
 # --------------------------------------------------------------------------- task line-size
-def test_line_flush_lines_leaves_memory_alone(lib: Any, bench: Any) -> None:
+def test_line_size_flush_lines_leaves_memory_alone(lib: Any, bench: Any) -> None:
     chunks, chunk = 64, 512
     with bench.Buffer(chunks * chunk, lib.ffi) as buf:
         words = buf.words()
@@ -64,7 +59,7 @@ def test_line_flush_lines_leaves_memory_alone(lib: Any, bench: Any) -> None:
         )
 
 
-def test_line_flush_lines_rejects_bad_arguments(lib: Any, bench: Any) -> None:
+def test_line_size_flush_lines_rejects_bad_arguments(lib: Any, bench: Any) -> None:
     with bench.Buffer(64 * 256, lib.ffi) as buf:
         bench.started(lib.flush_lines(buf.ptr, 64, 256, 64), "flush_lines")
         for chunks, chunk, offset in [(0, 256, 64), (64, 256, 256), (64, 256, 1000)]:
@@ -133,7 +128,9 @@ def test_line_size_of_this_machine(
 # --------------------------------------------------------------------------- task capacities
 @SETTINGS
 @given(n=st.integers(2, 600), stride=st.integers(1, 9), seed=st.integers(0, 2**64 - 1))
-def test_chase_link_makes_one_cycle(lib: Any, bench: Any, n: int, stride: int, seed: int) -> None:
+def test_capacities_link_makes_one_cycle(
+    lib: Any, bench: Any, n: int, stride: int, seed: int
+) -> None:
     with bench.Buffer(n * stride * 8, lib.ffi) as buf:
         slots = lib.ffi.cast("void **", buf.ptr)
         rc = bench.started(lib.chase_link(slots, n, stride, seed), "chase_link")
@@ -149,7 +146,7 @@ def test_chase_link_makes_one_cycle(lib: Any, bench: Any, n: int, stride: int, s
         assert not any(others), "chase_link wrote between the slots"
 
 
-def test_chase_link_is_reproducible(lib: Any, bench: Any) -> None:
+def test_capacities_link_is_reproducible(lib: Any, bench: Any) -> None:
     with bench.Buffer(4096, lib.ffi) as a, bench.Buffer(4096, lib.ffi) as b:
         for buf in (a, b):
             bench.started(
@@ -160,7 +157,7 @@ def test_chase_link_is_reproducible(lib: Any, bench: Any) -> None:
         assert rel_a == rel_b, "the same seed should give the same cycle"
 
 
-def test_chase_link_rejects_bad_arguments(lib: Any, bench: Any) -> None:
+def test_capacities_link_rejects_bad_arguments(lib: Any, bench: Any) -> None:
     with bench.Buffer(4096, lib.ffi) as buf:
         slots = lib.ffi.cast("void **", buf.ptr)
         bench.started(lib.chase_link(slots, 8, 1, 1), "chase_link")
@@ -169,7 +166,7 @@ def test_chase_link_rejects_bad_arguments(lib: Any, bench: Any) -> None:
             assert rc == MB_BAD_ARGS, f"chase_link(n={n}, stride={stride}) returned {rc}"
 
 
-def test_chase_walk_follows_pointers(lib: Any, bench: Any) -> None:
+def test_capacities_walk_follows_pointers(lib: Any, bench: Any) -> None:
     order = [0, 5, 2, 7, 1, 3, 6, 4]  # a cycle written by hand: 0 -> 5 -> 2 -> ...
     with bench.Buffer(4096, lib.ffi) as buf:
         words = buf.words()
@@ -184,7 +181,7 @@ def test_chase_walk_follows_pointers(lib: Any, bench: Any) -> None:
         assert bench.address(lib, lib.chase_walk(start, 0)) == buf.address
 
 
-def test_chase_levels_of_textbook_sweeps(sweeps: Any) -> None:
+def test_capacities_levels_of_textbook_sweeps(sweeps: Any) -> None:
     Level = sweeps.Level
     sizes = [k * KiB for k in range(1, 7)]
     assert sweeps.cache_levels(sizes, [2, 2, 2, 3.5, 6, 6.2]) == [
@@ -203,7 +200,7 @@ def test_chase_levels_of_textbook_sweeps(sweeps: Any) -> None:
     assert sweeps.cache_levels([1, 2, 3], [5, 5.1, 5.2]) == [Level(3, 5.1, None)]
 
 
-def test_chase_levels_rejects_malformed_sweeps(sweeps: Any) -> None:
+def test_capacities_levels_rejects_malformed_sweeps(sweeps: Any) -> None:
     for sizes, lat in [([1, 2], [1.0]), ([1], [1.0]), ([2, 1], [1, 1]), ([1, 2], [1, -1])]:
         with pytest.raises(ValueError):
             sweeps.cache_levels(sizes, lat)
@@ -212,7 +209,7 @@ def test_chase_levels_rejects_malformed_sweeps(sweeps: Any) -> None:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_chase_capacities_of_this_machine(
+def test_capacities_capacities_of_this_machine(
     lib: Any, bench: Any, sweeps: Any, kata_metrics: dict[str, Any]
 ) -> None:
     """Your latency sweep from 4 KiB to 64 MiB on this machine, judged by its own numbers: at

@@ -1,0 +1,212 @@
+"""The kata layout of docs/kata-layout.md, checked: what `kata verify` says to move where.
+
+Static checks of one kata's files (nothing runs): test file names, tests named after their
+task, fixtures defined once (in the public ``tests/conftest.py``), no stray files in ``tests/``,
+given code in the kata directory only, the solutions mirror holding only the learner files, and
+hidden hypothesis tests using ``harness.testing.hidden_settings``. Each problem is one sentence
+naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .layout import SHORTCUTS, TESTS, file_stem, solution_dir
+from .manifest import Manifest
+
+CONFTEST = "conftest.py"
+DATA_DIR = "data"  # tests/data/: files the tests read (sources, traces); anything but modules
+_IGNORED = {"__pycache__", ".pytest_cache", ".hypothesis"}
+
+
+# Rules kata verify enforces; a rule listed in NOT_ENFORCED_YET is reported as a note only,
+# until every kata on main follows it (then remove it from the set).
+RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings", "mirror")
+NOT_ENFORCED_YET: set[str] = set()
+
+
+def check(m: Manifest) -> list[tuple[str, str]]:
+    """Every way kata `m` departs from the layout, as (rule, sentence) pairs (empty: it
+    follows it)."""
+    public = m.dir / TESTS
+    mirror = solution_dir(m.dir)
+    hidden = mirror / TESTS if mirror is not None else None
+    stem = file_stem(m.id)
+    found: list[tuple[str, str]] = []
+    found += _test_dir(public, stem, "test_", f"katas/.../{m.dir.name}/tests")
+    if hidden is not None:
+        found += _test_dir(hidden, stem, "test_hidden_", f"solutions/.../{m.dir.name}/tests")
+    test_files = _test_files(public) + (_test_files(hidden) if hidden is not None else [])
+    found += [("test-names", s) for s in _test_names(m, test_files)]
+    found += [("fixtures-once", s) for s in _fixtures_once(public, test_files)]
+    if hidden is not None:
+        found += [("hidden-settings", f"{_short(p)}: {why}")
+                  for p in _test_files(hidden) for why in _settings(p)]  # fmt: skip
+    if mirror is not None:
+        found += [("mirror", s) for s in _mirror_files(m, mirror)]
+    return found
+
+
+# --------------------------------------------------------------------------- tests/ directories
+def _files(d: Path) -> list[Path]:
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.rglob("*") if p.is_file() and not _IGNORED & set(p.parts))
+
+
+def _test_files(d: Path | None) -> list[Path]:
+    if d is None or not d.is_dir():
+        return []
+    return sorted(p for p in d.glob("test_*.py"))
+
+
+def _test_dir(d: Path, stem: str, prefix: str, shown: str) -> list[tuple[str, str]]:
+    """File names in a tests/ directory: test modules named after the kata, conftest.py, and
+    anything else (data) under tests/data/."""
+    out = []
+    expected = f"{prefix}{stem}.py"
+    name_ok = re.compile(rf"{re.escape(prefix)}{re.escape(stem)}(_[a-z0-9_]+)?\.py")
+    public = prefix == "test_"
+    for p in _files(d):
+        rel = p.relative_to(d)
+        if rel.parts[0] == DATA_DIR:
+            if p.suffix == ".py" and p.name.startswith("test_"):
+                out.append(("tests-dir", f"{shown}/{rel.as_posix()}: a test module in data/: "
+                            "move it up to tests/"))  # fmt: skip
+            continue
+        if len(rel.parts) > 1:
+            out.append(("tests-dir", f"{shown}/{rel.as_posix()}: tests/ has no sub-directories "
+                        f"but data/: move it to tests/{DATA_DIR}/{rel.as_posix()}"))  # fmt: skip
+        elif p.name == CONFTEST:
+            if not public:
+                out.append(("tests-dir", f"{shown}/{CONFTEST}: hidden tests use the public "
+                            "tests/conftest.py (it is shipped anyway): move its fixtures there"))  # fmt: skip
+        elif p.suffix == ".py" and p.name.startswith("test_"):
+            if not name_ok.fullmatch(p.name) or (public and p.name.startswith("test_hidden_")):
+                out.append(("file-names", f"{shown}/{p.name}: rename to {expected} (or "
+                            f"{prefix}{stem}_<part>.py, {prefix}{stem}_gpu.py)"))  # fmt: skip
+        else:
+            what = "a helper module" if p.suffix == ".py" else "a data file"
+            where = (
+                f"move it to tests/{CONFTEST} (fixtures, helpers) or, given code, to the kata "
+                "directory (listed in `given`)"
+                if p.suffix == ".py"
+                else f"move it to tests/{DATA_DIR}/{p.name}"
+            )
+            out.append(("tests-dir", f"{shown}/{p.name}: {what} in tests/: {where}"))
+    return out
+
+
+# --------------------------------------------------------------------------- test names
+def _tests_in(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith(
+            "test_"
+        ):
+            names.append(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            names += [
+                f"{node.name}.{f.name}"
+                for f in node.body
+                if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
+            ]
+    return names
+
+
+def _test_names(m: Manifest, files: list[Path]) -> list[str]:
+    """Each test is named test_<task id>_* after the task it belongs to (tasks by id)."""
+    out = []
+    for path in files:
+        for name in _tests_in(path):
+            func = name.rsplit(".", 1)[-1]
+            task = m.task_for(path.name, func)
+            if task is None:
+                continue  # kata verify's run reports tests of no task
+            prefix = f"test_{file_stem(task.id)}_"
+            if not func.startswith(prefix) and func != prefix.rstrip("_"):
+                out.append(f"{_short(path)}::{name}: belongs to task {task.id}: rename it "
+                           f"{prefix}... (tests are named after their task's id)")  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- fixtures once
+def _fixtures(path: Path) -> dict[str, int]:
+    """Module-level fixtures of a file: name -> line."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+            "fixture" in ast.unparse(d) for d in node.decorator_list
+        ):
+            out[node.name] = node.lineno
+    return out
+
+
+def _fixtures_once(public: Path, files: list[Path]) -> list[str]:
+    """A fixture of tests/conftest.py is not defined again in a test file (public or hidden),
+    and a fixture two test files define alike belongs in tests/conftest.py."""
+    conftest = public / CONFTEST
+    shared = _fixtures(conftest) if conftest.is_file() else {}
+    out = []
+    seen: dict[str, Path] = {}
+    for path in files:
+        for name, line in _fixtures(path).items():
+            if name in shared:
+                out.append(f"{_short(path)}:{line}: fixture {name} is already in tests/"
+                           f"{CONFTEST}: delete this copy")  # fmt: skip
+            elif name in seen:
+                out.append(f"{_short(path)}:{line}: fixture {name} is also defined in "
+                           f"{_short(seen[name])}: define it once, in tests/{CONFTEST}")  # fmt: skip
+            else:
+                seen[name] = path
+    return out
+
+
+def _settings(path: Path) -> list[str]:
+    """Hidden hypothesis tests use harness.testing.hidden_settings(), not their own settings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "hypothesis":
+            if any(a.name == "settings" for a in node.names):
+                return [
+                    "imports hypothesis.settings: use harness.testing.hidden_settings(N) "
+                    "(derandomized, no database, no shrinking)"
+                ]
+    return []
+
+
+# --------------------------------------------------------------------------- the mirror
+def _mirror_files(m: Manifest, mirror: Path) -> list[str]:
+    """solutions/<kata>/ holds the learner files (the reference), tests/ and shortcuts/ only:
+    given code lives in the kata directory, once."""
+    out = []
+    learner = set(m.files)
+    for p in _files(mirror):
+        rel = p.relative_to(mirror)
+        if rel.parts[0] in (TESTS, SHORTCUTS) or rel.as_posix() in learner:
+            continue
+        if (m.dir / rel).is_file():
+            out.append(f"solutions/.../{m.dir.name}/{rel.as_posix()}: a copy of given code: "
+                       f"delete it (katas/.../{m.dir.name}/{rel.as_posix()} is the one copy)")  # fmt: skip
+        else:
+            out.append(f"solutions/.../{m.dir.name}/{rel.as_posix()}: not a learner file "
+                       f"(files in kata.toml): move it to katas/.../{m.dir.name}/ and list it "
+                       "in `given`")  # fmt: skip
+    return out
+
+
+def _short(path: Path) -> str:
+    """`katas/.../<kata>/tests/x.py` or `solutions/.../<kata>/tests/x.py` for a test file."""
+    parts = path.parts
+    for top in ("katas", "solutions"):
+        if top in parts:
+            i = len(parts) - 1 - parts[::-1].index(top)
+            return "/".join((top, "...", *parts[i + 2 :]))
+    return str(path)
+
+
+__all__ = ["NOT_ENFORCED_YET", "RULES", "check"]
