@@ -46,8 +46,8 @@ def blank_hidden_sources(rel: Path, root: Path) -> None:
     a module of this kata (`rel`, relative to `root`) not imported yet (a sibling a test imports
     late) keeps its own."""
     kata = root / rel
-    mirror = mirror_of(kata) if rel.parts else None
-    mine = (kata, mirror) if mirror is not None else ()
+    mirror = mirror_of(kata)
+    mine = () if not rel.parts else (kata, mirror) if mirror is not None else (kata,)
     for name, src in list(IMPORTER.sources.items()):
         if src.show_source or not src.text:
             continue  # public tests: tracebacks quote them; nothing secret

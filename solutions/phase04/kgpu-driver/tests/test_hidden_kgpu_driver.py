@@ -5,41 +5,12 @@ shortcuts in ../shortcuts/."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.native.build import BuildError, build_executable
-
-
-# layout: the same fixtures as tests/conftest.py (hidden tests do not see that conftest yet)
-@pytest.fixture(scope="module")
-def kernel_py(kata: Any) -> Any:
-    return kata.module("kernel")
-
-
-@pytest.fixture(scope="module")
-def built(kata: Any, kernel_py: Any) -> Any:
-    try:
-        return kernel_py.build(kata.source, kata.search_path)
-    except BuildError as e:
-        pytest.fail(f"compilation failed:\n{e}", pytrace=False)
-
-
-@pytest.fixture(scope="module")
-def umd(kata: Any) -> Path:
-    return build_executable(
-        [kata.source("umd.c")], flags=("-pthread",), link_flags=("-pthread",),
-        include_dirs=kata.search_path,
-    ).path  # fmt: skip
-
-
-@pytest.fixture
-def kernel(kernel_py: Any, built: Any, tmp_path: Path) -> Iterator[Any]:
-    with kernel_py.Kernel(built, tmp_path / "kernel.log") as k:
-        yield k
+from harness.native.build import BuildError
 
 
 def cpu_seconds(pid: int) -> float:

@@ -7,7 +7,7 @@ Examples are derandomized (harness.testing.hidden_settings), so a grade never de
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,68 +15,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import fresh_module, hidden_settings
-
-
-# layout: same fixtures as tests/conftest.py
-@pytest.fixture(scope="module")
-def placement(kata: Any) -> Any:
-    return kata.module("placement")
-
-
-@pytest.fixture(scope="module")
-def scheduler(kata: Any) -> Any:
-    return kata.module("scheduler")
-
-
-@pytest.fixture(scope="module")
-def metrics(kata: Any) -> Any:
-    return kata.module("metrics")
-
-
-@pytest.fixture(scope="module")
-def cluster(kata: Any) -> Any:
-    return kata.module("cluster")
-
-
-@pytest.fixture(scope="module")
-def engine(kata: Any) -> Any:
-    return kata.module("engine")
-
-
-@pytest.fixture(scope="module")
-def workload(kata: Any) -> Any:
-    return kata.module("workload")
+from harness.testing import hidden_settings
 
 
 @pytest.fixture(scope="module")
 def gen(kata: Any) -> Any:
     return kata.module("gen_traces")
-
-
-@pytest.fixture(scope="module")
-def checker(kata: Any) -> Any:
-    return fresh_module(kata.module("checker"))
-
-
-@pytest.fixture(scope="module")
-def toy(cluster: Any) -> Any:
-    return cluster.Topology("toy", 2, 2, 4, 2, island_penalty=1.5, rack_penalty=2.0)
-
-
-@pytest.fixture(scope="module")
-def simulate(engine: Any, checker: Any) -> Callable[..., Any]:
-    def simulate(
-        make: Callable[[], Any],
-        rows: Sequence[Sequence[Any]],
-        topology: Any,
-        checkpoint_s: float = 0.0,
-    ) -> tuple[Any, Any]:
-        jobs, durations = engine.jobs_of(rows)
-        result = engine.Engine(topology, checkpoint_s).run(make(), jobs, durations)
-        return result, checker.check(result, rows)
-
-    return simulate
 
 
 def starts(rep: Any) -> dict[int, float]:

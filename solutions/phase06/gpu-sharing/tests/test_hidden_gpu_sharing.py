@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from harness.testing import hidden_settings
 
 
-# layout: the public tests/conftest.py's fixtures, borrowed (hidden tests do not see it yet)
 @pytest.fixture(scope="module")
 def public(kata: Any) -> Any:
     spec = importlib.util.spec_from_file_location(
@@ -30,36 +29,6 @@ def public(kata: Any) -> Any:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-@pytest.fixture(scope="module")
-def gpus(kata: Any) -> Any:
-    return kata.module("gpus")
-
-
-@pytest.fixture(scope="module")
-def mig(kata: Any) -> Any:
-    return kata.module("mig")
-
-
-@pytest.fixture(scope="module")
-def packer(kata: Any) -> Any:
-    return kata.module("packer")
-
-
-@pytest.fixture(scope="module")
-def sharing(kata: Any) -> Any:
-    return kata.module("sharing")
-
-
-@pytest.fixture(scope="module")
-def k8s(kata: Any) -> Any:
-    return kata.module("k8s_sharing")
-
-
-@pytest.fixture(scope="module")
-def workloads(kata: Any) -> Any:
-    return kata.module("workloads")
 
 
 # --------------------------------------------------------------------------- the grader's search
