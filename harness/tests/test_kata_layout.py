@@ -1,0 +1,78 @@
+"""kata verify's layout checks (harness.kata_layout): docs/kata-layout.md, checked statically."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.kata_layout import check
+from harness.manifest import load_manifest
+
+from .conftest import KataRepo
+
+KATA = "katas/phase01/demo"
+MIRROR = "solutions/phase01/demo"
+
+
+def findings(repo: KataRepo) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for rule, sentence in check(load_manifest(repo.root / KATA)):
+        out.setdefault(rule, []).append(sentence)
+    return out
+
+
+def test_the_demo_kata_follows_the_layout(repo: KataRepo) -> None:
+    repo.add_demo()
+    assert findings(repo) == {}
+
+
+def test_each_departure_says_what_to_move_where(repo: KataRepo) -> None:
+    repo.add_demo()
+    (repo.root / KATA / "tests" / "test_demo.py").rename(
+        repo.root / KATA / "tests" / "test_calc.py"
+    )
+    repo.write(f"{KATA}/tests/input.json", "{}")
+    repo.write(f"{KATA}/tests/test_demo_more.py", "def test_sum_of_two(calc):\n    pass\n")
+    repo.write(f"{MIRROR}/given_helper.py", "X = 1\n")
+    repo.write(
+        f"{MIRROR}/tests/test_hidden_demo_extra.py",
+        "import pytest\nfrom hypothesis import settings\n\n\n@pytest.fixture\n"
+        "def calc(kata):\n    return kata.module('calc')\n",
+    )
+    got = findings(repo)
+    assert got["file-names"] == [
+        "katas/.../demo/tests/test_calc.py: rename to test_demo.py (or test_demo_<part>.py, "
+        "test_demo_gpu.py)"
+    ]
+    assert got["tests-dir"] == [
+        "katas/.../demo/tests/input.json: a data file in tests/: move it to tests/data/input.json"
+    ]
+    assert got["fixtures-once"] == [
+        "solutions/.../demo/tests/test_hidden_demo_extra.py:6: fixture calc is already in "
+        "tests/conftest.py: delete this copy"
+    ]
+    assert got["hidden-settings"] == [
+        "solutions/.../demo/tests/test_hidden_demo_extra.py: imports hypothesis.settings: use "
+        "harness.testing.hidden_settings(N) (derandomized, no database, no shrinking)"
+    ]
+    assert len(got["mirror"]) == 1 and "given_helper.py: not a learner file" in got["mirror"][0]
+    # test_sum_of_two matches no task's pattern: verify's run reports it, not the layout check
+    assert "test-names" not in got
+
+
+def test_a_test_is_named_after_its_task(repo: KataRepo) -> None:
+    manifest = (repo.add_demo() / "kata.toml").read_text()
+    repo.write(
+        f"{KATA}/kata.toml", manifest.replace('tests = ["test_mul*"]', 'tests = ["test_times*"]')
+    )
+    repo.write(f"{KATA}/tests/test_demo_times.py", "def test_times_two(calc):\n    pass\n")
+    assert findings(repo)["test-names"] == [
+        "katas/.../demo/tests/test_demo_times.py::test_times_two: belongs to task mul: rename it "
+        "test_mul_... (tests are named after their task's id)"
+    ]
+
+
+@pytest.mark.parametrize("name", ["test_demo.py", "test_demo_gpu.py", "test_demo_part_two.py"])
+def test_good_file_names(repo: KataRepo, name: str) -> None:
+    repo.add_demo()
+    (repo.root / KATA / "tests" / "test_demo.py").rename(repo.root / KATA / "tests" / name)
+    assert findings(repo) == {}
