@@ -248,7 +248,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .verify import verify
 
     root = find_root(args.root)
-    paths = [Path(p).resolve() for p in args.paths] or [root / "katas"]
+    paths = [Path(p).resolve() for p in args.paths] or [root / layout.KATAS]
     for p in paths:
         if not p.exists():
             raise CliError(f"{p} does not exist")
@@ -293,7 +293,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     root = find_root(args.root)
     if args.path is None:
-        paths = [root / "katas"]
+        paths = [root / layout.KATAS]
     elif (root / args.path).exists() or Path(args.path).exists():
         paths = [Path(args.path).resolve() if Path(args.path).exists() else root / args.path]
     else:

@@ -123,7 +123,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
         return None
     from ..manifest import find_kata_dir
 
-    katas = (config.rootpath / "katas").resolve()
+    katas = (config.rootpath / layout.KATAS).resolve()
     path = collection_path.resolve()
     if path == katas or katas in path.parents:
         return True if path.is_file() and find_kata_dir(path) is None else None

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..layout import RESULTS_DIR
+from ..layout import KATAS, RESULTS_DIR, TESTS
 
 MANIFEST_PATH = "grading/integrity.json"
 BUNDLE_PATH = "grading/hidden.bundle"
@@ -36,7 +36,7 @@ def role_of(rel: str) -> str:
     parts = Path(rel).parts
     if rel.endswith(".md"):
         return DOC
-    if parts[:1] == ("katas",) and "tests" in parts:
+    if parts[:1] == (KATAS,) and TESTS in parts:
         return TEST
     return HARNESS
 
