@@ -24,53 +24,6 @@ SPEC_NS = {
 }
 
 
-# layout: same fixtures as tests/conftest.py
-@pytest.fixture(scope="module")
-def rt(kata: Any) -> Any:
-    return kata.module("runtime")
-
-
-@pytest.fixture(scope="module")
-def spec(kata: Any) -> Any:
-    return kata.module("spec")
-
-
-@pytest.fixture(scope="module")
-def host(kata: Any) -> Any:
-    return kata.module("host")
-
-
-@pytest.fixture(scope="module")
-def runner(kata: Any) -> Any:
-    return kata.module("runner")
-
-
-@pytest.fixture(scope="module")
-def needs_root(host: Any) -> None:
-    why = host.missing()
-    if why:
-        pytest.skip(why)
-
-
-@pytest.fixture(scope="module")
-def cgroup_version(host: Any) -> int:
-    why = host.missing(need_cgroups=True)
-    if why:
-        pytest.skip(why)
-    return int(host.cgroup_version())
-
-
-@pytest.fixture(scope="module")
-def rootfs(needs_root: None, host: Any, kata: Any, tmp_path_factory: Any) -> Path:
-    return kata.module("rootfs").build(tmp_path_factory.mktemp("rootfs"), host.busybox())
-
-
-@pytest.fixture
-def run(needs_root: None, rt: Any, runner: Any) -> Any:
-    with runner.contained(rt) as go:
-        yield go
-
-
 def ok(result: Any) -> Any:
     assert not result.timed_out, f"the container did not finish: {result.stderr[-400:]}"
     assert result.exit_code == 0, (
