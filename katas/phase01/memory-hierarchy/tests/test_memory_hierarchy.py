@@ -209,7 +209,7 @@ def test_capacities_levels_rejects_malformed_sweeps(sweeps: Any) -> None:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-def test_capacities_capacities_of_this_machine(
+def test_capacities_of_this_machine(
     lib: Any, bench: Any, sweeps: Any, kata_metrics: dict[str, Any]
 ) -> None:
     """Your latency sweep from 4 KiB to 64 MiB on this machine, judged by its own numbers: at
