@@ -11,45 +11,6 @@ from typing import Any
 import pytest
 
 
-# layout: same fixtures as tests/conftest.py (hidden tests do not see that conftest yet)
-@pytest.fixture(scope="module")
-def rt(kata: Any) -> Any:
-    return kata.module("runtime")
-
-
-@pytest.fixture(scope="module")
-def spec(kata: Any) -> Any:
-    return kata.module("spec")
-
-
-@pytest.fixture(scope="module")
-def host(kata: Any) -> Any:
-    return kata.module("host")
-
-
-@pytest.fixture(scope="module")
-def runner(kata: Any) -> Any:
-    return kata.module("runner")
-
-
-@pytest.fixture(scope="module")
-def needs_root(host: Any) -> None:
-    why = host.missing()
-    if why:
-        pytest.skip(why)
-
-
-@pytest.fixture(scope="module")
-def rootfs(needs_root: None, host: Any, kata: Any, tmp_path_factory: Any) -> Path:
-    return kata.module("rootfs").build(tmp_path_factory.mktemp("rootfs"), host.busybox())
-
-
-@pytest.fixture
-def run(needs_root: None, rt: Any, runner: Any) -> Any:
-    with runner.contained(rt) as go:
-        yield go
-
-
 @pytest.mark.kata_gate(
     "the host's tree is still mounted inside the container: pivot_root's old root must be "
     "detached (umount2 MNT_DETACH), wherever it was put"
