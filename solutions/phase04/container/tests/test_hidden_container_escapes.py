@@ -1,6 +1,7 @@
-"""Hidden test of the container kata (redteam): no mount inside the container shows the host's
-tree. The nsenter gate catches chroot; this one catches a pivot_root whose old root is kept
-mounted somewhere other than /.old-root (shortcut keep-old-root)."""
+"""Hidden tests of the container kata (redteam): the ways out to the host that the other tests
+let through. No mount inside the container shows the host's tree (the nsenter gate catches
+chroot; this one a pivot_root whose old root stays mounted elsewhere: shortcut keep-old-root),
+and every namespace asked for is new, the user namespace included (shortcut no-user-ns)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+HOST_NS = ("pid", "mnt", "uts", "ipc", "net", "user")
+
+
+@pytest.mark.kata_gate(
+    "a namespace the spec asks for is shared with the host: without the user namespace, root "
+    "in the container is root on the host with every capability"
+)
+def test_namespaces_every_asked_namespace_is_new(run: Any, spec: Any, host: Any) -> None:
+    script = "; ".join(f"readlink /proc/self/ns/{n}" for n in HOST_NS)
+    r = run(spec.Spec(args=[host.busybox(), "sh", "-c", script]))
+    assert not r.timed_out and r.exit_code == 0, (r.exit_code, r.signal, r.stderr[-800:])
+    shared = [
+        n
+        for n, link in zip(HOST_NS, r.lines, strict=True)
+        if link == os.readlink(f"/proc/self/ns/{n}")
+    ]
+    assert not shared, f"the container shares the host's {shared} namespace(s)"
 
 
 @pytest.mark.kata_gate(
