@@ -265,6 +265,33 @@ for w in waiters: w.join()
     )
 
 
+@pytest.mark.kata_gate("WAIT gives up before its timeout has passed")
+def test_wait_every_timeout_is_waited_out(kernel: Any) -> None:
+    """The public test waits 200 ms; a WAIT that only looks for other short timeouts (or
+    rounds them down to nothing) passes it. Timeouts drawn at run time, on a hung GPU."""
+    import random
+
+    timeouts = sorted(random.Random(0x6B677075).sample(range(30, 160), 3))  # ms
+    out = kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+d.push(kgpu.HANG)
+f = d.submit()
+out["waits"] = []
+for ms in {timeouts}:
+    t = time.monotonic()
+    e = errno_of(d.wait, f, ms * 1_000_000 + 1)     # + 1 ns: a part of a jiffy still counts
+    out["waits"].append([ms, e, round((time.monotonic() - t) * 1000, 1)])
+""",
+        timeout=8,
+    )
+    wrong = [w for w in out["waits"] if w[1] != "ETIME" or w[2] < w[0] * 0.95]
+    assert not wrong, (
+        f"[timeout ms, errno, waited ms] that came back too early: {wrong}: WAIT sleeps until "
+        "the fence completes or the whole timeout has passed"
+    )
+
+
 def test_wait_pollout_when_the_ring_is_full(kernel: Any) -> None:
     out = kernel.program(
         """
