@@ -352,7 +352,7 @@ def test_public_failure_shows_source_lines_and_hint(repo: KataRepo) -> None:
     repo.pytester.runpytest("katas", *report_args(formats=("html", "gradescope", "markdown")))
     html = (repo.root / "out" / FILES["html"]).read_text()
     assert "2*3 should be 6" in html
-    assert 'class="ln hit"><span class="no">14</span>' in html, "the failing line, numbered"
+    assert 'class="ln hit"><span class="no">6</span>' in html, "the failing line, numbered"
     assert "use *" in html, "the hint of the failing task"
     assert "needs the gpu tier" in html, "the skipped-for-tier note"
     assert "return a + b" not in html, "only the first hint is shown"
