@@ -428,6 +428,27 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
         k8s.advertised(both, 1)
 
 
+@pytest.mark.kata_gate(
+    "advertised() reads only part of the config: every resource, its rename and renameByDefault"
+)
+def test_kubernetes_advertised_reads_every_resource(k8s: Any) -> None:
+    rng = random.Random(11)
+    names = ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"]
+    for _ in range(20):
+        by_default, gpus = rng.random() < 0.5, rng.randint(1, 8)
+        resources, want = [], {}
+        for name in rng.sample(names, rng.randint(1, 3)):
+            r = {"name": name, "replicas": rng.randint(2, 8)}
+            if rng.random() < 0.4:
+                r["rename"] = name + "-ts"
+            resources.append(r)
+            shown = r.get("rename") or (name + ".shared" if by_default else name)
+            want[shown] = want.get(shown, 0) + gpus * r["replicas"]
+        kind = rng.choice(["timeSlicing", "mps"])
+        cfg = {"sharing": {kind: {"renameByDefault": by_default, "resources": resources}}}
+        assert k8s.advertised(cfg, gpus) == want, cfg
+
+
 # --------------------------------------------------------------------------- a made-up GPU
 def made_up(gpus: Any) -> Any:
     """A GPU no table in the README describes (4 memory and 4 compute slices, a 3g profile
