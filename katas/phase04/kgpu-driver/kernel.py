@@ -96,8 +96,15 @@ def build(
 class Kernel:
     """A running kernel process with your driver loaded; programs reach it through the preload."""
 
-    def __init__(self, built: Built, log: Path, wrapper: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        built: Built,
+        log: Path,
+        wrapper: Sequence[str] = (),
+        irq_delay_us: int = 0,
+    ) -> None:
         self.built = built
+        self.irq_delay_us = irq_delay_us  # the simulated GPU's interrupt latency
         self.log_path = log
         self.socket = f"kgpu-{os.getpid()}-{secrets.token_hex(4)}"
         # An unlinked file: the kernel's stderr names no test (the log is copied to `log` at stop)
@@ -114,6 +121,8 @@ class Kernel:
 
     def _kernel_env(self) -> dict[str, str]:
         env = {k: v for k, v in _untold(dict(os.environ)).items() if k != "LD_PRELOAD"}
+        if self.irq_delay_us:
+            env["KGPU_IRQ_DELAY_US"] = str(self.irq_delay_us)
         env["TSAN_OPTIONS"] = "halt_on_error=0:exitcode=66:second_deadlock_stack=1"
         return env
 

@@ -9,6 +9,11 @@
 #define KGPU_HW_CHANNELS 64
 #define KGPU_HW_FIFO (KGPU_RING_ENTRIES + 1) /* GPFIFO entries: each covers >= 1 command */
 #define KGPU_HW_MAX_DELAY_US 10000000ULL
+#ifdef __KERNEL__
+#define kgpu_hw_irq_delay_us() 0UL
+#else
+#define kgpu_hw_irq_delay_us() kshim_irq_delay_us() /* the tests' interrupt latency */
+#endif
 
 struct kgpu_hw_channel {
 	struct kgpu_hw *hw;
@@ -168,6 +173,8 @@ static int irq_thread(void *data)
 							 HZ);
 			continue;
 		}
+		if (kgpu_hw_irq_delay_us())
+			usleep_range(kgpu_hw_irq_delay_us(), kgpu_hw_irq_delay_us());
 		hw->irq(ch->cookie);
 		spin_lock(&hw->lock);
 		WRITE_ONCE(hw->in_irq, NULL);

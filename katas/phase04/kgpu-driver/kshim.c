@@ -304,6 +304,10 @@ void msleep(unsigned int msecs) { sleep_ns((u64)msecs * 1000000ULL); }
 void usleep_range(unsigned long min_us, unsigned long max_us) { (void)max_us; sleep_ns((u64)min_us * 1000ULL); }
 void cond_resched(void) { sched_yield(); }
 
+static unsigned long irq_delay_us; /* set in main, before module_init */
+
+unsigned long kshim_irq_delay_us(void) { return irq_delay_us; }
+
 void udelay(unsigned long usecs)
 {
 	u64 end = ktime_get_ns() + (u64)usecs * 1000ULL;
@@ -1022,6 +1026,8 @@ int main(int argc, char **argv)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
+	if (getenv("KGPU_IRQ_DELAY_US"))
+		irq_delay_us = strtoul(getenv("KGPU_IRQ_DELAY_US"), NULL, 10);
 	if (!kshim_module_init) {
 		fprintf(stderr, "kernel: the driver has no module_init\n");
 		return 1;

@@ -218,6 +218,10 @@ void kshim_wait_change(wait_queue_head_t *wq, unsigned long seq, unsigned long d
 #define wait_event_interruptible_timeout(wq, condition, timeout) \
 	__kshim_wait_event(&(wq), condition, timeout)
 
+/* The interrupt latency the tests give the simulated GPU (KGPU_IRQ_DELAY_US, default 0): how
+ * long its interrupt line waits after a fence before calling the driver's handler. */
+unsigned long kshim_irq_delay_us(void);
+
 /* ------------------------------------------------------------------ kernel threads */
 struct task_struct;
 struct task_struct *kthread_run(int (*fn)(void *data), void *data, const char *namefmt, ...);

@@ -174,6 +174,36 @@ out["inc"] = d.vram[0]
     )
 
 
+@pytest.mark.kata_gate(
+    "WAIT returns before the GPU's interrupt reached the driver: it reads the completion "
+    "register (or the simulated GPU's private queue) instead of being woken by its handler"
+)
+def test_submit_wait_ends_with_the_interrupt(kernel_py: Any, built: Any, tmp_path: Path) -> None:
+    """A GPU whose interrupt comes 400 ms after the fence (KGPU_IRQ_DELAY_US; real interrupt
+    moderation delays them too): 400 ms of work, then WAIT. The interrupt handler is what
+    completes a fence for the driver, so WAIT ends about 800 ms in, not at 400."""
+    log = tmp_path / "kernel.log"
+    with kernel_py.Kernel(built, log, irq_delay_us=400_000) as k:
+        out = k.program(
+            """
+d = kgpu.Device(); d.map()
+d.push(kgpu.DELAY, a=400_000)
+d.push(kgpu.INC, a=0)
+t = time.monotonic()
+f = d.submit()
+d.wait(f, 5 * 10**9)
+out["waited"] = time.monotonic() - t
+out["inc"] = d.vram[0]
+"""
+        )
+    assert out["inc"] == 1
+    assert out["waited"] >= 0.7, (
+        f"WAIT returned {out['waited']:.2f} s after SUBMIT: the work took 0.4 s, but the GPU's "
+        "interrupt reached the driver only 0.4 s later. The interrupt handler records the "
+        "completed fence and wakes the waiters; WAIT sleeps until it has"
+    )
+
+
 def test_submit_largest_batches_around_the_ring(kernel: Any) -> None:
     out = kernel.program(
         """
