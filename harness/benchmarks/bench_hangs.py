@@ -187,8 +187,12 @@ def run_whole(dirs: list[Path], timeout: float, extra: list[str]) -> dict:
             "status": sorted({k.get("status") for k in katas}),
             "junit": junit.exists(),
             "rc": rc,
-            "per_kata_s": {
-                k["id"]: round(sum(t["duration"] for task in k["tasks"] for t in task["tests"]), 1)
+            "per_kata": {  # seconds its tests took, its status, its first error
+                k["id"]: [
+                    round(sum(t["duration"] for task in k["tasks"] for t in task["tests"]), 1),
+                    k.get("status"),
+                    (k.get("errors") or [""])[0][:160],
+                ]
                 for k in katas
             },
         }
