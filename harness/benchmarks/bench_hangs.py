@@ -6,7 +6,7 @@ is run with every learner file replaced by a version, built from the reference, 
 - ``import``: every Python learner file ends in ``while True: pass`` (the module never loads);
 - ``call``: every Python function and method body is ``while True: pass``;
 - ``native``: every top-level C/C++ function body starts with a spin on a volatile (a hang no
-  Python alarm can interrupt);
+  Python alarm can interrupt), and every Rust function body with a spin on a black box;
 - ``kernel``: every ``__global__`` function body in a .cu file starts with that spin.
 
 A variant that changes no file of the kata is left out. The figure is pytest's wall time for
@@ -65,6 +65,16 @@ _C_DEF = re.compile(r"^(?![ \t#])([^;{}\n]*\([^;{}]*\)\s*)\{", re.M)
 _GLOBAL = re.compile(r"(__global__[^;{}]*\([^;{}]*\)\s*)\{")
 
 
+# A Rust function with a body: `pub extern "C" fn f(...) -> T {` (a trait's `fn f();` has none).
+_RS_DEF = re.compile(r"^([ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+)?(?:extern\s+\"C\"\s+)?"
+                     r"fn\s+\w+[^{;]*)\{", re.M)  # fmt: skip
+SPIN_RS = " { while std::hint::black_box(true) {} "
+
+
+def hang_rust_functions(text: str) -> str:
+    return _RS_DEF.sub(lambda m: m.group(1) + SPIN_RS.strip(), text)
+
+
 def hang_c_functions(text: str) -> str:
     return _C_DEF.sub(lambda m: m.group(1) + SPIN_C.strip(), text)
 
@@ -85,6 +95,8 @@ def variant_text(variant: str, name: str, text: str) -> str | None:
         return hang_python_calls(text)
     if variant == "native" and suffix in (".c", ".cpp", ".cc"):
         return hang_c_functions(text)
+    if variant == "native" and suffix == ".rs":
+        return hang_rust_functions(text)
     if variant == "kernel" and suffix == ".cu":
         out = hang_kernels(text)
         return out if out != text else None
