@@ -167,7 +167,9 @@ def test_a_spinning_kernel_waits_once_and_later_tests_fail_at_once(repo: KataRep
     result, wall = _run(repo)
     out = result.stdout.str()
     kata = _report(repo)["katas"][0]
-    assert _spent(kata) < 2 + 1, f"{_spent(kata):.1f} s: one launch limit, then at once\n{out}"
+    # One launch limit, then at once (the sandbox's fresh child after the kill starts inside the
+    # next test's time: 1-2 s at load 15-18 on 2 cores).
+    assert _spent(kata) < 2 + 2, f"{_spent(kata):.1f} s: one launch limit, then at once\n{out}"
     assert wall < WALL_SLACK_S
     tests = _tests(kata)
     assert len(tests) == N_TESTS
