@@ -167,8 +167,8 @@ def test_a_spinning_kernel_waits_once_and_later_tests_fail_at_once(repo: KataRep
     result, wall = _run(repo)
     out = result.stdout.str()
     kata = _report(repo)["katas"][0]
-    # One launch limit, then at once (the sandbox's fresh child after the kill starts inside the
-    # next test's time: 1-2 s at load 15-18 on 2 cores).
+    # One launch limit, then at once (the module's load and the sandbox child's replies count
+    # too: 3.3-3.8 s in all at load 16-18 on 2 cores).
     assert _spent(kata) < 2 + 2, f"{_spent(kata):.1f} s: one launch limit, then at once\n{out}"
     assert wall < WALL_SLACK_S
     tests = _tests(kata)
