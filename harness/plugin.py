@@ -489,7 +489,21 @@ def pytest_runtest_setup(item: pytest.Item):
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item):
+    try:
+        return (yield)
+    finally:
+        # The test's code has ended: its report is made with no alarm pending (one firing in the
+        # middle of it stopped the sandbox child: "your code stopped the test run").
+        if item.stash.get(_ALARM, None) is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    left = hangs.time_left()
+    if item.stash.get(_ALARM, None) is not None and left is not None:
+        signal.setitimer(signal.ITIMER_REAL, max(1.0, left))  # fixtures' teardown: what is left
     try:
         return (yield)
     finally:
