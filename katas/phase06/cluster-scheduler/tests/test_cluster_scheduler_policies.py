@@ -183,10 +183,21 @@ def test_speed_events_per_second(scheduler: Any, kata: Any, kata_budget: Any) ->
     engine = kata.module("engine")
     make = lambda m: m.GangScheduler("topology_aware", backfill=True, preemption=True)  # noqa: E731
     run = lambda e, m: e.Engine(topo, 120.0).run(make(m), *e.jobs_of(rows))  # noqa: E731
+    ref_run = run(ref_engine, ref_sched)
+    want = [(j.id, round(j.first_start, 6), j.preemptions) for j in ref_run.jobs]
+
+    def same_schedule(result: Any) -> None:
+        # What is timed must be the scheduler the other tests grade (backfill and preemption
+        # included): fast because it skips them is not fast.
+        got = [(j.id, round(j.first_start, 6), j.preemptions) for j in result.jobs]
+        assert got == want, (
+            "the timed run schedules otherwise than the reference (starts, preemptions)"
+        )
+
     verdict = kata_budget.compare(
         lambda: run(engine, scheduler), lambda: run(ref_engine, ref_sched),
-        name="simulate", ratio=2.5, rounds=7,
+        name="simulate", ratio=2.5, rounds=7, check=same_schedule,
     )  # fmt: skip
-    events = run(ref_engine, ref_sched).events
+    events = ref_run.events
     kata_budget.metrics["your events/s"] = round(events / (verdict.learner_cost / 1e9))
     kata_budget.metrics["reference events/s"] = round(events / (verdict.reference_cost / 1e9))
