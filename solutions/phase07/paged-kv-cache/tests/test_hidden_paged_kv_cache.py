@@ -311,9 +311,17 @@ def test_speed_bigger_pool(bm: Any, kata: Any, kata_budget: Any) -> None:
     trace = gen.generate("multi-turn", 505, 0.5)
     trace["num_gpu_blocks"] = 16384
     reqs = replay.requests_of(trace)
+    want = ref_replay.run(ref_bm.BlockManager, trace, requests=reqs).computed_tokens
+
+    def caches(stats: Any) -> None:  # the timed manager is the whole one: its prefix cache too
+        assert stats.computed_tokens <= 1.05 * want, (
+            f"the timed replay computed {stats.computed_tokens} prompt tokens, the reference {want}"
+        )
+
     kata_budget.compare(
         lambda: replay.run(bm.BlockManager, trace, requests=reqs),
         lambda: ref_replay.run(ref_bm.BlockManager, trace, requests=reqs),
         name="replay-16k",
         ratio=2.5,
+        check=caches,
     )
