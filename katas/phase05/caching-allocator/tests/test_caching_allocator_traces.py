@@ -75,8 +75,19 @@ def test_speed_churn_ops_per_second(
     ref_lib = build_reference()
 
     def run(lib_: Any) -> int:
-        return alloc.Allocator(lib_, alloc.Device(lib_, trace.capacity)).replay(trace.ops)
+        dev = alloc.Device(lib_, trace.capacity)
+        alloc.Allocator(lib_, dev).replay(trace.ops)
+        return dev.info().mallocs
 
-    verdict = kata_budget.compare(lambda: run(lib), lambda: run(ref_lib), name="churn", ratio=2.5)
+    want = run(ref_lib)
+
+    def caches(mallocs: int) -> None:  # what is timed is a caching allocator, not cudaMalloc
+        assert mallocs <= want, (
+            f"the timed replay made {mallocs} device mallocs, the reference {want}"
+        )
+
+    verdict = kata_budget.compare(
+        lambda: run(lib), lambda: run(ref_lib), name="churn", ratio=2.5, check=caches
+    )
     kata_budget.metrics["your ops/s"] = round(len(trace) / (verdict.learner_cost / 1e9))
     kata_budget.metrics["reference ops/s"] = round(len(trace) / (verdict.reference_cost / 1e9))
