@@ -187,11 +187,17 @@ def test_packing_speed(packer: Any, gpus: Any, kata_budget: Any) -> None:
     names = [n for n in a.names() if n != "1g.5gb+me"]
     requests = [rng.choice(names) for _ in range(24)]
     ref = kata_budget.reference.module("packer")
+    want = len(ref.pack(a, requests))
+
+    def fewest(layout: Any) -> None:  # what is timed is the search, not a quicker greedy
+        assert len(layout) == want, f"the timed pack used {len(layout)} GPUs, the reference {want}"
+
     verdict = kata_budget.compare(
         lambda: packer.pack(a, requests),
         lambda: ref.pack(a, requests),
         name="pack",
         ratio=5.0,
+        check=fewest,
     )
     kata_budget.metrics["your pack (ms)"] = round(verdict.learner_cost / 1e6, 2)
     kata_budget.metrics["reference pack (ms)"] = round(verdict.reference_cost / 1e6, 2)
