@@ -155,13 +155,23 @@ def test_gradescope_grader_with_a_bundle_supplied_at_grading_time(
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                     reason="masking files needs a mount namespace (root)")  # fmt: skip
 def test_grade_mode_masks_plaintext_hidden_tests_from_learner_code(repo: KataRepo) -> None:
-    """In a grader's course copy the hidden tests are plaintext: learner code reads nothing."""
+    """In a grader's course copy the hidden tests are plaintext: learner code reads nothing
+    (the sandbox masks the file, and the fence's audit hook refuses the open before that)."""
     peeking = """\
+        import subprocess
         from pathlib import Path
 
 
         def add(a, b):
-            text = Path("solutions/phase01/demo/tests/test_hidden_demo.py").read_text()
+            try:
+                text = Path("solutions/phase01/demo/tests/test_hidden_demo.py").read_text()
+            except PermissionError:  # the import fence refuses learner opens under solutions/
+                text = ""
+            # A child process is out of the fence's sight: the sandbox's mask must hold there.
+            text += subprocess.run(
+                ["cat", "solutions/phase01/demo/tests/test_hidden_demo.py"],
+                capture_output=True, text=True,
+            ).stdout
             if text:
                 raise RuntimeError("the hidden tests are readable: " + text[:40])
             return a + b
