@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import atomic
 from harness.cuda import source as src
 from harness.cuda.cpu.loader import CXX_FLAGS, INCLUDE, runtime
 from harness.cuda.errors import CudaCompileError, CudaError
@@ -157,10 +157,7 @@ def _write_generated(text: str, stem: str) -> Path:
     d = default_cache().root / "cuda-src" / digest
     path = d / f"{stem}.cpp"
     if not path.exists():
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{stem}.{os.getpid()}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)  # atomic: xdist workers may write the same file
+        atomic.write_text(path, text)  # xdist workers may write the same file
     return path
 
 
