@@ -3,13 +3,15 @@
 Every line of every file under a published kata's ``solutions/`` mirror is normalised (outer
 and repeated whitespace collapsed, a trailing comment dropped) and fingerprinted, the way
 nbgrader checksums its solution cells; trivial lines are left out (blank, comments, imports,
-lines with fewer than 12 letters and digits). So are lines that a published *code* file of the
-instructor tree also has (a stub's signatures and docstrings, a fixture the public tests share,
-``@pytest.mark.parametrize(``, ``int i = blockIdx.x * blockDim.x + threadIdx.x;``): code that
-is published is published on purpose, and whether a stub already solves its task is what
-``kata verify`` checks. Every other fingerprint is a secret. Any line of the learner tree that
-has one is a leak: a builder bug, a plaintext hidden test where it should not be, or a worked
-example in a README, a ``kata.toml`` hint or ``docs/`` that quotes the reference.
+lines with fewer than 12 letters and digits). So are lines that a file the learner tree ships
+from the instructor tree also has, prose aside (a stub's signatures and docstrings, a fixture
+the public tests share, ``@pytest.mark.parametrize(``, a line of the harness's
+``templates/new_kata/test_hidden.py.j2``): what is published is published on purpose, and
+whether a stub already solves its task is what ``kata verify`` checks. Prose (``*.md``,
+``docs/``, ``kata.toml``) does not count: that is where a quote of the reference is a leak.
+Every other fingerprint is a secret. Any line of the learner tree that has one is a leak: a
+builder bug, a plaintext hidden test where it should not be, or a worked example in a README, a
+``kata.toml`` hint or ``docs/`` that quotes the reference.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from ..hidden.integrity import BUNDLE_PATH
 from ..layout import solution_dir
 from ..manifest import Manifest
+from .trees import learner_path, source_files
 
 MIN_ALNUM = 12
 _IMPORT = re.compile(r"^(import\s|from\s+\S+\s+import\s|#\s*include\s|using\s|package\s)")
@@ -59,20 +62,25 @@ def _norms(paths: list[Path]) -> set[str]:
     return {normalise(line) for p in paths for line in _lines(p)}
 
 
-CODE_SUFFIXES = {".py", ".c", ".h", ".cc", ".cpp", ".hpp", ".cu", ".cuh", ".ptx", ".s",
-                 ".rs", ".go", ".ts", ".js", ".sh"}  # fmt: skip
-_NOT_PUBLISHED = {"solutions", "tests", "benchmarks", "__pycache__", ".venv", ".git", "build"}
+# Files whose lines are prose: a reference quoted there is a leak, never published on purpose.
+PROSE_SUFFIXES = {".md", ".rst", ".txt", ".html"}
+PROSE_NAMES = {"kata.toml"}
+
+
+def _prose(rel: str) -> bool:
+    path = Path(rel)
+    return path.parts[0] == "docs" or path.suffix in PROSE_SUFFIXES or path.name in PROSE_NAMES
 
 
 def published_code(root: Path) -> set[str]:
-    """Normalised lines of the code files publish ships (katas/ and the harness)."""
-    paths = []
-    for top in ("katas", "harness"):
-        for p in sorted((root / top).rglob("*")):
-            rel = p.relative_to(root).parts
-            skip = _NOT_PUBLISHED - {"tests"} if top == "katas" else _NOT_PUBLISHED
-            if p.is_file() and p.suffix in CODE_SUFFIXES and not skip & set(rel):
-                paths.append(p)
+    """Normalised lines of the files publish ships from the instructor tree (every kata's),
+    prose aside: the harness and its templates, stubs, public tests, workflows."""
+    kata_dirs = {d.relative_to(root).as_posix() for d in (root / "katas").glob("*/*") if d.is_dir()}
+    paths = [
+        root / rel
+        for rel in source_files(root)
+        if learner_path(rel, kata_dirs, kata_dirs) and not _prose(rel)
+    ]
     return _norms(paths)
 
 

@@ -122,7 +122,9 @@ def _check_conftest(text: str, where: str) -> None:
         )
 
 
-def _learner_path(rel: str, kata_dirs: set[str], all_kata_dirs: set[str]) -> bool:
+def learner_path(rel: str, kata_dirs: set[str], all_kata_dirs: set[str]) -> bool:
+    """Whether the file `rel` of the instructor tree ships in the learner tree, when the katas
+    `kata_dirs` of `all_kata_dirs` are published."""
     if any(rel == p.rstrip("/") or rel.startswith(p) for p in DEVELOPER_ONLY):
         return False
     if _NEVER & set(Path(rel).parts):
@@ -164,7 +166,7 @@ def build(root: Path, out: Path, key: Key, ids: list[str] | None = None) -> Publ
     }
     published: list[str] = []
     for rel in source_files(root):
-        if not _learner_path(rel, dirs, all_dirs):
+        if not learner_path(rel, dirs, all_dirs):
             continue
         dest = learner / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """`kata publish`: the learner and solutions trees, committed as branches of a git repository
-and run from clones of those branches, the leak check, and the real repository's SIMT kata
-(CI's end-to-end check, item 7 of the publishing issue)."""
+and run from clones of those branches, the leak check, the real tree published whole, and the
+real SIMT kata run from its branches (CI's end-to-end check, item 7 of the publishing issue)."""
 
 from __future__ import annotations
 
@@ -109,6 +109,42 @@ def test_check_finds_a_leaked_line(repo: KataRepo, tmp_path: Path) -> None:
     line = 1 + [x.strip() for x in HIDDEN.splitlines()].index(leaked)
     assert f"katas/phase01/demo/README.md:5: repeats {hidden}:{line}" in proc.stderr
     assert f"notes.py:2: repeats {hidden}:12" in proc.stderr
+
+
+def test_lines_of_shipped_files_are_not_leaks(repo: KataRepo, tmp_path: Path) -> None:
+    """A hidden test's line that a shipped file also has (the harness's new-kata template, a
+    workflow) is published on purpose; the same line in the instructor's README is a leak."""
+    add_kata(repo)
+    shared = '    assert calc.add(secret_operand, 1) == 42, "add must work for large numbers too"'
+    repo.write("harness/templates/new_kata/test_hidden.py.j2", f"def test_x():\n{shared}\n")
+    out = str(tmp_path / "out")
+    proc = kata_cli(repo.root, "publish", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no line of reference code or hidden test" in proc.stdout
+    quoted = '    assert calc.mul(7, 6) == 42, "mul(7, 6) should be 42"'
+    repo.write("katas/phase01/demo/README.md", f"# Demo\n\n{shared}\n{quoted}\n")
+    proc = kata_cli(repo.root, "publish", "--out", out)
+    assert proc.returncode == 1 and "not committed: fix the leaks first" in proc.stderr
+    assert "check: 1 line(s) of solutions/" in proc.stderr
+    assert "katas/phase01/demo/README.md:4: repeats solutions/phase01/demo/tests/" in proc.stderr
+
+
+@needs_git
+def test_real_tree_publishes(tmp_path: Path) -> None:
+    """The project's own tree, every kata, publishes and commits both branches (an instructor's
+    `kata publish --repo`). Publish reads the files git sees, so the checkout itself is what a
+    fresh clone of it (plus uncommitted work) would publish; the leak check is cross-checked
+    by an independent scan of the learner branch."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    target = tmp_path / "course.git"
+    proc = kata_cli(REPO_ROOT, "publish", "--out", str(tmp_path / "out"), "--repo", str(target))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "check: no line of reference code or hidden test" in proc.stdout
+    assert "committed learner = " in proc.stdout and "committed solutions = " in proc.stdout
+    learner = clone(target, "learner", tmp_path / "learner")
+    assert not (learner / "solutions").exists() and (learner / "harness/templates").is_dir()
+    assert_no_secret_lines(learner, secret_lines(REPO_ROOT))
 
 
 def test_publish_errors_are_named(repo: KataRepo, tmp_path: Path) -> None:
