@@ -368,31 +368,82 @@ impl Rng {
     }
 }
 
+/// The side stream of `kata_stress`: threads launch kernels on it, complete its work, and tell
+/// the allocator that blocks are used on it (`record_stream`).
+const STRESS_SIDE_STREAM: u64 = 2;
+
+/// A block in `kata_stress`'s registry: its size, and once freed after `record_stream`, an
+/// event recorded on the side stream just before the free (the block may be reused only
+/// once the event has completed).
+type StressEntry = (u64, Option<device::EventId>);
+
+/// Counts the live or still-in-use blocks of `reg` that the new block [p, p + size) overlaps;
+/// entries freed after record_stream whose side-stream work has completed are dropped first.
+fn stress_overlaps(device: &Device, reg: &mut BTreeMap<u64, StressEntry>, p: u64, size: u64) -> u64 {
+    let mut bad = 0;
+    loop {
+        let below = reg.range(..=p).next_back().filter(|(&s, e)| s + e.0 > p).map(|(&s, _)| s);
+        let above = reg.range(p..).next().filter(|(&s, _)| s < p + size).map(|(&s, _)| s);
+        let Some(at) = below.or(above) else { return bad };
+        let (_, ev) = reg.remove(&at).unwrap();
+        match ev {
+            Some(ev) if device.query_event(ev) => device.release_event(ev),
+            Some(ev) => {
+                device.release_event(ev);
+                bad += 1;
+            }
+            None => bad += 1,
+        }
+    }
+}
+
 /// `threads` threads, each doing `ops` random mallocs and frees (on stream `thread % 2`) at
-/// once. A shared registry of live blocks counts every overlap between two live allocations
-/// into `*violations`. Everything is freed at the end.
+/// once; they also launch kernels on stream 2, complete its work, and record_stream some blocks
+/// on it before freeing them. A shared registry of live blocks (and of blocks freed after
+/// record_stream whose stream-2 work may still run) counts every overlap of a new block with
+/// one of them into `*violations`. Everything is freed at the end and stream 2 completed.
 ///
 /// # Safety
 /// `a` is live, `violations` writable.
 #[no_mangle]
 pub unsafe extern "C" fn kata_stress(a: *const KataAllocator, threads: u32, ops: u64, seed: u64, violations: *mut u64) -> i32 {
     let a = &*a;
-    let live: Mutex<BTreeMap<u64, u64>> = Mutex::new(BTreeMap::new());
+    let live: Mutex<BTreeMap<u64, StressEntry>> = Mutex::new(BTreeMap::new());
     let bad = Mutex::new(0u64);
     let first_error = Mutex::new(KATA_OK);
     let start = Barrier::new(threads as usize);
+    let device = &*a.device;
+    let free = |p: u64, recorded: bool, live: &Mutex<BTreeMap<u64, StressEntry>>| {
+        let mut reg = live.lock().unwrap();
+        if recorded {
+            // recorded before the allocator's own event: it completes no later than that one
+            let ev = device.record_event(STRESS_SIDE_STREAM);
+            if let Some(e) = reg.get_mut(&p) {
+                e.1 = Some(ev);
+            }
+        } else {
+            reg.remove(&p);
+        }
+        drop(reg);
+        a.alloc.free(p)
+    };
     std::thread::scope(|scope| {
         for t in 0..threads as u64 {
-            let (live, bad, first_error, start) = (&live, &bad, &first_error, &start);
+            let (live, bad, first_error, start, free) = (&live, &bad, &first_error, &start, &free);
             scope.spawn(move || {
                 start.wait(); // all threads begin together
                 let code = guarded(|| {
                     let mut rng = Rng(seed.wrapping_mul(31).wrapping_add(t * 7919 + 1) | 1);
-                    let mut mine: Vec<(u64, u64)> = Vec::new();
+                    let mut mine: Vec<(u64, bool)> = Vec::new();
                     for _ in 0..ops {
                         let r = rng.next();
+                        match r % 32 {
+                            0 | 1 => device.launch(STRESS_SIDE_STREAM),
+                            2 => device.complete(STRESS_SIDE_STREAM),
+                            _ => {}
+                        }
                         if mine.is_empty() || (mine.len() < 48 && r % 3 != 0) {
-                            let size = match r % 10 {
+                            let size = match (r >> 5) % 10 {
                                 0 => 1 + (r >> 8) % (12 << 20),
                                 1..=3 => 1 + (r >> 8) % (2 << 20),
                                 _ => 1 + (r >> 8) % 8192,
@@ -402,24 +453,25 @@ pub unsafe extern "C" fn kata_stress(a: *const KataAllocator, threads: u32, ops:
                                 Err(e) => return status(Err(e)),
                             };
                             let mut reg = live.lock().unwrap();
-                            let below = reg.range(..=p).next_back().map(|(&s, &n)| s + n > p);
-                            let above = reg.range(p..).next().map(|(&s, _)| s < p + size);
-                            if below == Some(true) || above == Some(true) {
-                                *bad.lock().unwrap() += 1;
+                            *bad.lock().unwrap() += stress_overlaps(device, &mut reg, p, size);
+                            reg.insert(p, (size, None));
+                            drop(reg);
+                            let recorded = (r >> 40) % 4 == 0;
+                            if recorded {
+                                if let Err(e) = a.alloc.record_stream(p, STRESS_SIDE_STREAM) {
+                                    return status(Err(e));
+                                }
                             }
-                            reg.insert(p, size);
-                            mine.push((p, size));
+                            mine.push((p, recorded));
                         } else {
-                            let (p, _) = mine.swap_remove((r >> 8) as usize % mine.len());
-                            live.lock().unwrap().remove(&p);
-                            if let Err(e) = a.alloc.free(p) {
+                            let (p, recorded) = mine.swap_remove((r >> 8) as usize % mine.len());
+                            if let Err(e) = free(p, recorded, live) {
                                 return status(Err(e));
                             }
                         }
                     }
-                    for (p, _) in mine {
-                        live.lock().unwrap().remove(&p);
-                        if let Err(e) = a.alloc.free(p) {
+                    for (p, recorded) in mine {
+                        if let Err(e) = free(p, recorded, live) {
                             return status(Err(e));
                         }
                     }
@@ -432,6 +484,12 @@ pub unsafe extern "C" fn kata_stress(a: *const KataAllocator, threads: u32, ops:
             });
         }
     });
+    device.complete(STRESS_SIDE_STREAM);
+    for (_, (_, ev)) in std::mem::take(&mut *live.lock().unwrap()) {
+        if let Some(ev) = ev {
+            device.release_event(ev);
+        }
+    }
     *violations = *bad.lock().unwrap();
     let code = *first_error.lock().unwrap();
     code

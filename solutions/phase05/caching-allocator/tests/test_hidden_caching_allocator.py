@@ -3,6 +3,8 @@ threads, and the gates against the shortcuts in ../shortcuts/."""
 
 from __future__ import annotations
 
+import os
+import random
 from typing import Any
 
 import pytest
@@ -15,27 +17,49 @@ from harness.testing import hidden_settings
 KiB, MiB = 1 << 10, 1 << 20
 
 
+def run_seed() -> int:
+    """This grading run's seed for the random sequences: KATA_SEED if set (to reproduce a
+    failure), else a fresh one; every failure message names it."""
+    return int(os.environ.get("KATA_SEED") or random.SystemRandom().randrange(1 << 32))
+
+
+def random_runs(checker: Any, lib: Any, runs: int, steps: int, **kw: Any) -> None:
+    seed = run_seed()
+    print(f"random_run seeds {seed}..{seed + runs - 1}")
+    for k in range(runs):
+        checker.random_run(lib, seed + k, steps, **kw)
+
+
 # --------------------------------------------------------------------------- sizes
-@pytest.mark.kata_gate("the size rules hold for the public tests' sizes only (a table, not rules)")
+@pytest.mark.kata_gate(
+    "the size functions disagree with section 1's rules on sizes drawn at random up to 16 GiB"
+)
 @hidden_settings(max_examples=200)
 @given(size=st.integers(1, 1 << 34), request=st.integers(1, 1 << 34))
 def test_sizes_any_size(lib: Any, alloc: Any, size: int, request: int) -> None:
     r = max(512, -(-size // 512) * 512)
     got = alloc.sizes(lib, size, min(request, size))
-    assert got.rounded == r
-    assert got.small == (size <= MiB)
+    assert got.rounded == r, f"round_size({size}) = {got.rounded}, expected {r}"
+    assert got.small == (size <= MiB), f"is_small({size}) = {got.small}"
     if size <= MiB:
-        assert got.segment == 2 * MiB
+        want = 2 * MiB
     elif size < 10 * MiB:
-        assert got.segment == 20 * MiB
+        want = 20 * MiB
     else:
-        assert got.segment == -(-size // (2 * MiB)) * 2 * MiB
+        want = -(-size // (2 * MiB)) * 2 * MiB
+    assert got.segment == want, f"segment_size({size}) = {got.segment}, expected {want}"
     rest = size - min(request, size)
-    assert got.split == (rest >= 512 if min(request, size) <= MiB else rest > MiB)
+    want_split = rest >= 512 if min(request, size) <= MiB else rest > MiB
+    assert got.split == want_split, (
+        f"should_split({size}, {min(request, size)}) = {got.split}, expected {want_split}"
+    )
 
 
 # --------------------------------------------------------------------------- pools
-@pytest.mark.kata_gate("first fit: the free block at the lowest address is taken, not the smallest")
+@pytest.mark.kata_gate(
+    "malloc does not return the best fit (the smallest free block big enough) among holes of "
+    "several sizes"
+)
 def test_pools_best_fit_in_the_large_pool(make: Any) -> None:
     a, dev = make()
     first = a.malloc(8 * MiB)  # 20 MiB segment: 8 MiB, then 12 MiB free
@@ -45,16 +69,28 @@ def test_pools_best_fit_in_the_large_pool(make: Any) -> None:
     a.free(first)  # holes: 8 MiB at `first`, 3 MiB at `second`, 5 MiB at the end
     a.free(second)
     assert a.malloc(3 * MiB) == second, "best fit: the 3 MiB hole, not the 8 MiB one below it"
-    assert a.malloc(5 * MiB) == sep + 2 * MiB + 3 * MiB + 2 * MiB
-    assert dev.info().mallocs == 1
+    assert a.malloc(5 * MiB) == sep + 2 * MiB + 3 * MiB + 2 * MiB, (
+        "malloc(5 MiB): the best fit is the 5 MiB hole at the segment's end"
+    )
+    assert dev.info().mallocs == 1, "malloc: cached holes fit every request, one device malloc"
 
 
-@pytest.mark.kata_gate("first fit: the free block at the lowest address is taken, not the smallest")
+@pytest.mark.kata_gate(
+    "malloc does not return the best fit (the smallest free block big enough) among holes of "
+    "several sizes"
+)
 def test_pools_state_machine_bigger_device(lib: Any, checker: Any) -> None:
     run_state_machine_as_test(
         checker.machine(lib, capacity=100 * MiB),
         settings=hidden_settings(max_examples=60, stateful_step_count=50),
     )
+
+
+def test_pools_random_sequences(lib: Any, checker: Any) -> None:
+    """Fresh seeded sequences (malloc, free, empty_cache, bad frees) against checker.py's model,
+    on a device where the retry path runs (64 MiB) and on a bigger one."""
+    random_runs(checker, lib, runs=12, steps=150, streams=False)
+    random_runs(checker, lib, runs=4, steps=150, streams=False, capacity=200 * MiB)
 
 
 def test_pools_oom_keeps_blocks_in_use(make: Any, alloc: Any) -> None:
@@ -73,20 +109,25 @@ def test_pools_oom_keeps_blocks_in_use(make: Any, alloc: Any) -> None:
 def test_pools_many_small_blocks_in_one_segment(make: Any) -> None:
     a, dev = make()
     ps = [a.malloc(512) for _ in range(4096)]  # exactly one 2 MiB segment
-    assert dev.info().mallocs == 1 and sorted(ps) == ps
+    assert dev.info().mallocs == 1 and sorted(ps) == ps, (
+        "4096 mallocs of 512 bytes fill one 2 MiB segment in address order"
+    )
     a.malloc(1)
-    assert dev.info().mallocs == 2
+    assert dev.info().mallocs == 2, "malloc: a full small segment: a second device malloc"
     for p in ps[::2]:
         a.free(p)
     assert a.stats().inactive_split == 2048 * 512 + (2 * MiB - 512), "holes + the 2nd tail"
     for p in ps[1::2]:
         a.free(p)
-    assert [b.size for b in a.snapshot()[0].blocks] == [2 * MiB]
+    assert [b.size for b in a.snapshot()[0].blocks] == [2 * MiB], (
+        "free: every block of the segment freed, in any order, merges into one 2 MiB block"
+    )
 
 
 # --------------------------------------------------------------------------- streams
 @pytest.mark.kata_gate(
-    "record_stream is ignored: a block is reused while another stream may still read it"
+    "a block freed after record_stream is handed out again while the recorded stream may still "
+    "read it"
 )
 def test_streams_reuse_waits_for_every_recorded_stream(make: Any) -> None:
     a, dev = make()
@@ -97,16 +138,17 @@ def test_streams_reuse_waits_for_every_recorded_stream(make: Any) -> None:
     a.record_stream(p, 2)
     a.record_stream(p, 1)  # twice: one event per stream is enough
     a.free(p)
-    assert a.stats().active == 64 * KiB
+    assert a.stats().active == 64 * KiB, "stats().active counts a block awaiting its events"
     dev.complete(1)
     assert a.malloc(64 * KiB) != p, "stream 2 may still read p"
     dev.complete(2)
-    assert a.malloc(64 * KiB) == p
-    assert dev.info().live_events == 0
+    assert a.malloc(64 * KiB) == p, "malloc: both recorded streams are done, p is the best fit"
+    assert dev.info().live_events == 0, "every event recorded is released (cudaEventDestroy)"
 
 
 @pytest.mark.kata_gate(
-    "record_stream is ignored: a block is reused while another stream may still read it"
+    "a block freed after record_stream is handed out again while the recorded stream may still "
+    "read it"
 )
 def test_streams_state_machine_long(lib: Any, checker: Any) -> None:
     run_state_machine_as_test(
@@ -115,13 +157,54 @@ def test_streams_state_machine_long(lib: Any, checker: Any) -> None:
     )
 
 
+@pytest.mark.kata_gate(
+    "a block freed after record_stream is handed out again while the recorded stream may still "
+    "read it"
+)
+def test_streams_random_sequences(lib: Any, checker: Any) -> None:
+    """Fresh seeded sequences over streams 0, 1, 2 with record_stream, launches, completions
+    and empty_cache against checker.py's model."""
+    random_runs(checker, lib, runs=16, steps=200, streams=True)
+
+
+def test_streams_waiting_for_an_event_completes_its_streams_work(lib: Any, checker: Any) -> None:
+    """empty_cache synchronizes the event of a block freed after record_stream, which completes
+    stream 1's work up to it: a block freed later after record_stream on stream 1, with nothing
+    launched since, is free at once (the model must know it, and the allocator must do it)."""
+    m = checker.machine(lib, streams=True)()
+
+    def do(op: str, *args: int) -> None:
+        getattr(m, f"do_{op}")(*args)
+        m.consistent()
+
+    do("launch", 1)
+    do("malloc", 4096, 0)
+    a = max(m.live)
+    do("malloc", 4096, 0)
+    do("record_stream", a, 1)
+    do("free", a)
+    do("empty_cache")
+    before = set(m.live)
+    do("malloc", 4096, 0)
+    (b,) = set(m.live) - before
+    do("record_stream", b, 1)
+    do("free", b)
+    do("malloc", 4096, 0)
+    assert b in m.live, (
+        f"malloc after empty_cache waited for stream 1: the block {b:#x} freed after "
+        "record_stream(1), with no work launched on stream 1 since, is the best fit again"
+    )
+
+
 def test_streams_large_blocks_per_stream(make: Any) -> None:
     a, dev = make()
     p = a.malloc(3 * MiB, stream=5)
     a.free(p)
     q = a.malloc(3 * MiB, stream=6)
-    assert q != p and dev.info().mallocs == 2
-    assert a.malloc(3 * MiB, stream=5) == p
+    assert q != p and dev.info().mallocs == 2, (
+        "malloc on stream 6: stream 5's cached large block is not reused, a new segment"
+    )
+    assert a.malloc(3 * MiB, stream=5) == p, "malloc on stream 5 gets its cached block back"
 
 
 # --------------------------------------------------------------------------- traces
@@ -139,10 +222,10 @@ def test_traces_other_programs(
     kind: str, kw: dict[str, int], mallocs: int, peak: int, lib: Any, traces: Any, replay: Any
 ) -> None:
     stats, info, _ = replay(lib, getattr(traces, kind)(**kw))
-    assert info.bad_calls == 0
+    assert info.bad_calls == 0, f"trace {kind}: the device saw a free or event of something unknown"
     # the device's own counts: what the allocator reports about itself is checked, not graded
-    assert info.mallocs <= mallocs, f"{info.mallocs} device mallocs > {mallocs}"
-    assert info.peak_used <= peak, f"peak reserved {info.peak_used} > {peak}"
+    assert info.mallocs <= mallocs, f"trace {kind}: {info.mallocs} device mallocs > {mallocs}"
+    assert info.peak_used <= peak, f"trace {kind}: peak reserved {info.peak_used} > {peak}"
 
 
 @pytest.mark.kata_gate("stats() reports other device mallocs or peak reserved than the device saw")
@@ -161,10 +244,19 @@ def test_traces_stats_are_what_the_device_saw(
 
 
 # --------------------------------------------------------------------------- threads
-@pytest.mark.kata_gate("the allocator's state is not behind a lock: concurrent calls corrupt it")
+@pytest.mark.kata_gate(
+    "blocks are handed out while live, or while the stream they were recorded on may still read "
+    "them, under calls from 6-8 threads at once"
+)
 @pytest.mark.parametrize("threads, seed", [(8, 2), (6, 3)])
 def test_threads_more_threads(make: Any, threads: int, seed: int) -> None:
     a, dev = make(capacity=16 << 30)
-    assert a.stress(threads=threads, ops=30_000, seed=seed) == 0
+    bad = a.stress(threads=threads, ops=30_000, seed=seed)
+    assert bad == 0, (
+        f"kata_stress with {threads} threads: {bad} times a block was handed out while it was "
+        "live, or while stream 2 could still read it"
+    )
     s = a.stats()
-    assert s.allocated == 0 and s.reserved == dev.info().used
+    assert s.allocated == 0 and s.reserved == dev.info().used, (
+        f"after kata_stress everything is freed and reserved is what the device holds: {s}"
+    )
