@@ -9,7 +9,8 @@ Compilations go through the same content-addressed cache as harness.native, so a
 checks cost one nvcc run per distinct source, not one per test.
 
 One job per module; import from here (``from harness.cuda.static import occupancy``):
-  names        demangling, KernelMap (kernel names as ptxas, cuobjdump and people write them)
+  names        demangling, in c++filt's spelling whichever tool ran (gnu_spelling); KernelMap
+               (kernel names as ptxas, cuobjdump and people write them)
   compiling    nvcc/ptxas runs through the artefact cache: compile_ptx, compile_cubin
   ptxas        `ptxas -v` reports: Resources, parse_ptxas_verbose, ptxas_resources
   opcodes      instruction classes of SASS and PTX opcodes (the table: opcodes.toml)
@@ -38,7 +39,7 @@ from harness.cuda.static.disassembly import (
     sass,
     sass_instruction_counts,
 )
-from harness.cuda.static.names import KernelMap, demangle
+from harness.cuda.static.names import KernelMap, demangle, gnu_spelling
 from harness.cuda.static.opcodes import classify_ptx, classify_sass
 from harness.cuda.static.ptx import parse_ptx, ptx_instruction_counts
 from harness.cuda.static.ptxas import Resources, parse_ptxas_verbose, ptxas_resources
@@ -58,6 +59,7 @@ __all__ = [
     "compile_cubin",
     "compile_ptx",
     "demangle",
+    "gnu_spelling",
     "occupancy",
     "parse_ptx",
     "parse_ptxas_verbose",
