@@ -14,15 +14,17 @@ import importlib.machinery
 import re
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hangs
+from . import hangs, patches
 from .layout import shortcut_dir, solution_dir  # noqa: F401 (solution_dir: older importers)
 from .manifest import Manifest, load_manifest
 
 IMPLS = ("learner", "solution")
 SHORTCUT_PREFIX = "shortcut:"  # --kata-impl=shortcut:<name>: solutions/<kata>/shortcuts/<name>
+PATCH_PREFIX = "patch:"  # --kata-impl=patch:<file>: the reference with a unified diff applied
+SHORTCUT_PATCH = "shortcut.patch"  # a shortcut's diff against the reference (harness.patches)
 
 
 class KataLoadError(Exception):
@@ -42,12 +44,21 @@ class KataImportHang(KataLoadError, hangs.Overrun):
 
 
 def check_impl(value: str) -> str:
-    """`--kata-impl`'s value: learner, solution or shortcut:<name>; ValueError otherwise."""
+    """`--kata-impl`'s value: learner, solution, shortcut:<name> or patch:<file>; ValueError
+    otherwise. A patch file is made absolute (pytest subprocesses may start elsewhere)."""
     if value in IMPLS:
         return value
+    patch = patch_file(value)
+    if patch is not None:
+        if not patch.is_file():
+            raise ValueError(f"{value!r}: {patch} is not a file (a unified diff against the "
+                             "reference, paths relative to solutions/phaseNN/<kata>)")  # fmt: skip
+        return f"{PATCH_PREFIX}{patch.resolve()}"
     name = shortcut_name(value)
     if name is None:
-        raise ValueError(f"expected learner, solution or shortcut:<name>; got {value!r}")
+        raise ValueError(
+            f"expected learner, solution, shortcut:<name> or patch:<file>; got {value!r}"
+        )
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"{value!r}: a shortcut is named by its directory, e.g. shortcut:naive")
     return value
@@ -58,9 +69,16 @@ def shortcut_name(impl: str) -> str | None:
     return impl[len(SHORTCUT_PREFIX) :] if impl.startswith(SHORTCUT_PREFIX) else None
 
 
+def patch_file(impl: str) -> Path | None:
+    """The file of "patch:<file>"; None for the other implementations."""
+    return Path(impl[len(PATCH_PREFIX) :]) if impl.startswith(PATCH_PREFIX) else None
+
+
 def _package_name(manifest: Manifest, impl: str) -> str:
     # The directory's hash keeps two checkouts of one kata apart in one process (pytester runs).
     tag = hashlib.sha1(str(manifest.dir).encode()).hexdigest()[:8]
+    if impl.startswith(PATCH_PREFIX):  # a path: its hash, not its spelling
+        impl = f"patch_{hashlib.sha1(impl.encode()).hexdigest()[:12]}"
     kata, impl_tag = (re.sub(r"[^a-z0-9]", "_", x.lower()) for x in (manifest.id, impl))
     return f"_kata_p{manifest.phase:02d}_{kata}_{impl_tag}_{tag}"
 
@@ -71,23 +89,40 @@ class KataContext:
 
     dir: Path
     manifest: Manifest
-    impl: str  # "learner", "solution" or "shortcut:<name>"
+    impl: str  # "learner", "solution", "shortcut:<name>" or "patch:<file>"
+    _paths: list[Path] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def search_path(self) -> list[Path]:
+        if self._paths is None:
+            self._paths = self._search_path()
+        return list(self._paths)
+
+    def _search_path(self) -> list[Path]:
         if self.impl == "learner":
             return [self.dir]
         sol = solution_dir(self.dir)
         if sol is None:
             raise KataLoadError(f"--kata-impl={self.impl}: no solutions/ mirror for {self.dir}")
+        patch = patch_file(self.impl)
         name = shortcut_name(self.impl)
-        if name is None:
+        if patch is None and name is None:
             return [sol, self.dir]
-        # A shortcut holds only the files it replaces; the rest come from the reference.
-        short = shortcut_dir(self.dir, name)
-        if not short.is_dir():
-            raise KataLoadError(missing_shortcut(self.dir, name))
-        return [short, sol, self.dir]
+        if name is not None:
+            short = shortcut_dir(self.dir, name)
+            if not short.is_dir():
+                raise KataLoadError(missing_shortcut(self.dir, name))
+            if not (short / SHORTCUT_PATCH).is_file():
+                # A whole-copy shortcut (until `kata shortcut convert`): the files it replaces.
+                return [short, sol, self.dir]
+            patch = short / SHORTCUT_PATCH
+        # The files the patch changes or adds, patched; the rest come from the reference.
+        try:
+            text = patch.read_text(encoding="utf-8")
+            return [patches.materialise(sol, text), sol, self.dir]
+        except (OSError, UnicodeDecodeError, patches.PatchError) as e:
+            where = f"{patch}: " if name is not None else ""
+            raise KataLoadError(f"--kata-impl={self.impl}: {where}{e}") from None
 
     def source(self, name: str) -> Path:
         """The file `name` (e.g. "allocator.c") of this implementation: solution first, then kata."""

@@ -44,6 +44,7 @@ from .loader import (
     KataLoadError,
     check_impl,
     missing_shortcut,
+    patch_file,
     shortcut_dir,
     shortcut_name,
 )
@@ -92,9 +93,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kata-impl",
         type=_impl_option,
         default=os.environ.get("KATA_IMPL", "learner"),
-        metavar="learner|solution|shortcut:NAME",
-        help="run the tests against the learner's files (default), the reference solutions, or "
-        "a shortcut submission (solutions/<kata>/shortcuts/NAME over the reference)",
+        metavar="learner|solution|shortcut:NAME|patch:FILE",
+        help="run the tests against the learner's files (default), the reference solutions, "
+        "a shortcut submission (solutions/<kata>/shortcuts/NAME over the reference), or the "
+        "reference with a unified diff FILE applied (paths relative to solutions/<kata>/)",
     )
     g.addoption(
         "--kata-task",
@@ -258,6 +260,9 @@ class KataDir(pytest.Dir):
         name = shortcut_name(state.impl)
         if name is not None and not shortcut_dir(self.path, name).is_dir():
             raise KataLoadError(missing_shortcut(self.path, name))
+        if name is not None or patch_file(state.impl) is not None:
+            # A patch that does not apply is one error of the kata, naming its hunk.
+            KataContext(self.path, manifest, state.impl).search_path  # noqa: B018
         yield from super().collect()
         if state.hidden == "off":
             return

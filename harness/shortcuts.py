@@ -2,9 +2,12 @@
 
 A shortcut is what a learner who wants the points without the skill would hand in: it passes the
 public tests of one task while dodging its point. Each holds ``shortcut.toml`` (``task``: the task
-it dodges, ``why``: one sentence) and the learner files it replaces; the rest come from the
-reference (``--kata-impl=shortcut:<name>``). `kata verify` runs every one and fails when one
-earns more than :data:`MAX_SHARE` of its task: a gate must catch it.
+it dodges, ``why``: one sentence) and ``shortcut.patch``, a unified diff against the reference
+(:mod:`.patches`) that changes learner files or adds new ones; the rest come from the reference
+(``--kata-impl=shortcut:<name>``). `kata verify` runs every one and fails when one earns more
+than :data:`MAX_SHARE` of its task: a gate must catch it, and when its patch no longer applies.
+A shortcut that still holds whole copies of the files it replaces (the format before patches)
+loads as it did until ``kata shortcut convert`` turns it into a patch.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .layout import shortcut_dir
-from .loader import shortcuts_of
+from . import patches
+from .layout import SHORTCUTS, TESTS, shortcut_dir
+from .loader import SHORTCUT_PATCH, shortcuts_of
 from .manifest import Manifest
 from .terminal import fmt_points
 
@@ -35,7 +39,8 @@ class Shortcut:
     dir: Path
     task: str
     why: str
-    files: tuple[str, ...]  # the learner files it replaces, relative to its directory
+    files: tuple[str, ...]  # the learner files it replaces or adds (kata-relative)
+    patch: Path | None = None  # its shortcut.patch (None: a whole-copy shortcut)
 
     @property
     def impl(self) -> str:
@@ -91,13 +96,21 @@ def load_shortcut(manifest: Manifest, name: str) -> Shortcut:
     if not isinstance(why, str) or not why.strip():
         got = "missing" if why is None else repr(why)
         raise fail("why", f"must be one sentence saying why the shortcut is wrong; got {got}")
-    files = tuple(
-        sorted(
-            str(p.relative_to(where))
-            for p in where.rglob("*")
-            if p.is_file() and p.name != SHORTCUT_TOML and "__pycache__" not in p.parts
-        )
+    held = sorted(
+        p.relative_to(where).as_posix()
+        for p in where.rglob("*")
+        if p.is_file() and p.name != SHORTCUT_TOML and "__pycache__" not in p.parts
     )
+    if SHORTCUT_PATCH in held:
+        stray = [f for f in held if f != SHORTCUT_PATCH]
+        if stray:
+            raise ShortcutError(
+                f"{where / stray[0]}: a shortcut holds {SHORTCUT_TOML} and {SHORTCUT_PATCH} only "
+                "(the patch says what it changes)"
+            )
+        files = _patched_files(manifest, where / SHORTCUT_PATCH)
+        return Shortcut(name, where, task, " ".join(why.split()), files, where / SHORTCUT_PATCH)
+    files = tuple(held)
     for f in files:
         if f not in manifest.files:
             raise ShortcutError(
@@ -107,6 +120,32 @@ def load_shortcut(manifest: Manifest, name: str) -> Shortcut:
     if not files:
         raise ShortcutError(f"{where}: replaces no learner file, so it is the reference itself")
     return Shortcut(name, where, task, " ".join(why.split()), files)
+
+
+def _patched_files(manifest: Manifest, patch: Path) -> tuple[str, ...]:
+    """The files `patch` changes or adds, checked: it applies to the reference, changes learner
+    files only, and adds files neither the kata nor the reference has (never a test)."""
+    reference = patch.parent.parent.parent  # solutions/phaseNN/<kata>
+    try:
+        text = patch.read_text(encoding="utf-8")
+        parsed = patches.parse(text)
+        patches.apply(reference, text)
+    except (OSError, UnicodeDecodeError, patches.PatchError) as e:
+        raise ShortcutError(f"{patch}: {e}") from None
+    for fp in parsed:
+        if fp.path.split("/", 1)[0] in (TESTS, SHORTCUTS):
+            raise ShortcutError(f"{patch}: {fp.path}: a shortcut changes learner code, not tests")
+        if fp.new and (manifest.dir / fp.path).exists():
+            raise ShortcutError(
+                f"{patch}: {fp.path}: the kata has it (given code): a shortcut changes learner "
+                f"files only ({', '.join(manifest.files)}) or adds new ones"
+            )
+        if not fp.new and fp.path not in manifest.files:
+            raise ShortcutError(
+                f"{patch}: {fp.path}: not a learner file: a shortcut changes learner files only "
+                f"({', '.join(manifest.files)}) or adds new ones"
+            )
+    return tuple(fp.path for fp in parsed)
 
 
 def shortcuts(manifest: Manifest) -> tuple[list[Shortcut], list[str]]:

@@ -98,7 +98,8 @@ _KATAS: dict[str, KataFiles] = {}  # package name -> kata
 # it: a reference file a shortcut does not replace is loaded by the shortcut's and the reference's
 _LEARNER_FILES: dict[str, list[KataFiles]] = {}
 _original: dict[str, Any] = {}
-# the `solutions/` trees of the repositories whose katas are loaded (resolved, with a trailing /)
+# the `solutions/` trees of the repositories whose katas are loaded, and where patched
+# implementations are materialised (harness.patches): resolved, with a trailing /
 _SOLUTION_ROOTS: set[str] = set()
 
 
@@ -110,6 +111,9 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
         package, kata, both, frozenset(files), None if given is None else frozenset(given)
     )
     _KATAS[package] = entry
+    from ..patches import patched_root  # materialised patches are mostly the reference
+
+    _SOLUTION_ROOTS.add(os.path.realpath(patched_root()) + os.sep)
     for d in both:
         parts = d.parts
         for top in ("solutions", "katas"):
