@@ -6,6 +6,7 @@ the GitHub workflow), ``.ci/run`` and the grade-mode check in the plugin all rea
     python -m harness.capabilities extras [ROOT] [--katas a,b]   # "cuda" (pip extras, comma-joined)
     python -m harness.capabilities apt [ROOT] [--katas a,b]      # "g++ gcc" (Debian packages)
     python -m harness.capabilities needs [ROOT] [--katas a,b]    # what each kata needs, for people
+    python -m harness.capabilities gpu-image-optional            # "busybox,cargo,valgrind"
 
 What the katas need is read from their manifests (``[requires]`` and each task's ``tier`` and
 ``capabilities``); the harness's own needs (Python, pip) are the entry points' business.
@@ -75,6 +76,17 @@ NOT_INSTALLABLE = frozenset(
 )  # kbuild: the headers package is named after the running kernel
 
 
+# The gpu-tier image (the GPU machines the gpu tier is checked on, harness/benchmarks/gpu_check.sh:
+# Python 3.12 with cupy, cuda-bindings, numba-cuda, torch and the full CUDA 13 toolkit, and no
+# package registry) has no Rust, no busybox and no valgrind, and nothing can be installed there.
+# What needs them skips on it: a grader on that image declares them optional (KATA_OPTIONAL).
+GPU_IMAGE_LACKS = ("busybox", "cargo", "valgrind")
+GPU_IMAGE_NOTE = (
+    "the gpu-tier image has no Rust, busybox or valgrind (and no package registry): declare "
+    "them optional there (KATA_OPTIONAL=busybox,cargo,valgrind) or bake them into the image"
+)
+
+
 def install_for(name: str) -> Install:
     return INSTALL.get(name, Install(advice=f"provide {name}"))
 
@@ -125,16 +137,22 @@ def missing_sentence(name: str, points_by_kata: dict[str, float], fmt=str) -> st
     """
     what = {"gpu": "GPU", "cluster-sim": "cluster-sim tier"}.get(name, name)
     lost = " and ".join(f"{fmt(p)} points of {k}" for k, p in points_by_kata.items())
-    return f"this grader has no {what}: {install_for(name).advice}; {lost} were not graded"
+    advice = install_for(name).advice
+    if name in GPU_IMAGE_LACKS:
+        advice += f"; {GPU_IMAGE_NOTE}"
+    return f"this grader has no {what}: {advice}; {lost} were not graded"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.capabilities", description=__doc__)
-    p.add_argument("what", choices=("extras", "apt", "needs"))
+    p.add_argument("what", choices=("extras", "apt", "needs", "gpu-image-optional"))
     p.add_argument("root", nargs="?", default=".", help="the course repository (default: .)")
     p.add_argument("--katas", default="", help="comma-separated kata ids (default: all)")
     p.add_argument("--gpu", action="store_true", help="include the gpu extra (a GPU grader)")
     a = p.parse_args(argv)
+    if a.what == "gpu-image-optional":  # KATA_OPTIONAL on the gpu-tier image
+        print(",".join(GPU_IMAGE_LACKS))
+        return 0
     ms = manifests(Path(a.root), [k for k in a.katas.split(",") if k])
     extras, apt = plan(ms, include_gpu=a.gpu)
     if a.what == "extras":
