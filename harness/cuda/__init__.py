@@ -26,6 +26,7 @@ from harness.cuda.errors import (
     OutOfBounds,
     RaceDetected,
     SanitizerError,
+    SanitizerRefused,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "OutOfBounds",
     "RaceDetected",
     "SanitizerError",
+    "SanitizerRefused",
     "SourceModule",
     "check_races",
     "empty",

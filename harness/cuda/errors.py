@@ -16,6 +16,7 @@ __all__ = [
     "OutOfBounds",
     "RaceDetected",
     "SanitizerError",
+    "SanitizerRefused",
 ]
 
 
@@ -104,3 +105,9 @@ class SanitizerError(KernelError):
         )
         self.tool = tool
         self.findings = findings
+
+
+class SanitizerRefused(SanitizerError):
+    """compute-sanitizer did not check the launch: it refused the device ("Device not
+    supported", as under gVisor), failed internally, or never ran the kernel. Never a pass: the
+    message says what it printed and that nothing was checked."""

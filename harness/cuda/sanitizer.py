@@ -7,6 +7,12 @@ source lines). The runner writes the outputs back to DIR; this module parses the
 report into `SanitizerError` (kernel, file:line, thread, block, what went wrong) or, when it is
 clean, copies the outputs into the caller's Out/InOut arrays and device arrays.
 
+A launch the sanitizer did not check is never a pass: when compute-sanitizer refuses the device
+("Device not supported", as under gVisor's GPU proxy), reports an internal error ("Internal
+Sanitizer Error: ... didn't track the launch"), or exits without the runner having launched the
+kernel (its sentinel line) or without printing its summary, the launch raises `SanitizerRefused`
+with what it printed.
+
 Parsing covers the report formats of compute-sanitizer 2021-2025 (and cuda-memcheck's older one):
 "Invalid __global__ write of size 4 bytes / at k(...)+0x90 in k.cu:4 / by thread (..) in block
 (..) / Address 0x.. is out of bounds / and is 1 bytes after the nearest allocation ..." and
@@ -30,22 +36,25 @@ from pathlib import Path
 from typing import Any
 
 from harness._lazy import lazy_module
-from harness.cuda.errors import CudaError, SanitizerError
+from harness.cuda.errors import CudaError, SanitizerError, SanitizerRefused
 
 np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
 __all__ = [
+    "SENTINEL",
     "TOOLS",
     "Finding",
     "configure",
     "find_sanitizer",
     "parse_report",
+    "refusal",
     "run_sanitized",
     "sanitize_tool",
 ]
 
 TOOLS = ("memcheck", "racecheck")
 RUNNER = "harness.cuda.sanitize_runner"
+SENTINEL = "harness.cuda.sanitize_runner: launched "  # the runner prints it, then the kernel
 _settings: dict[str, Any] = {}  # mutated, never rebound (harness.sandbox's guard)
 
 
@@ -246,6 +255,40 @@ def _race(rec: list[str]) -> Finding:
     return f
 
 
+# What compute-sanitizer prints when it checks nothing: an unsupported device or runtime, an
+# internal error, a target it could not attach to. (The first is the words reported on a gVisor
+# GPU machine; the others are in NVIDIA's compute-sanitizer documentation.)
+_REFUSED = re.compile(
+    r"(?i)(device not supported|not supported|internal sanitizer error|didn't track|"
+    r"no attachable process|target application returned an error|unable to (?:find|load|"
+    r"initialize)|failed to (?:initialize|attach))"
+)
+_SUMMARY_LINE = re.compile(r"^=+ ?(ERROR|RACECHECK) SUMMARY:", re.M)
+
+
+def refusal(report: str, sentinel: str | None = None) -> str | None:
+    """Why a report with no findings checked nothing (None when it did check the launch): the
+    sanitizer's own refusal line, or no summary line, or (with `sentinel`) no sign that the
+    program launched the kernel at all."""
+    for raw in report.splitlines():
+        line = _PREFIX.sub("", raw).strip() if raw.startswith("=") else ""
+        if line and _REFUSED.search(line):
+            return line
+    if not _SUMMARY_LINE.search(report):
+        return "it printed no ERROR SUMMARY / RACECHECK SUMMARY line"
+    if sentinel is not None and sentinel not in report:
+        return "the program under it never launched the kernel"
+    return None
+
+
+def refused_message(tool: str, kernel: str, why: str, name: str) -> str:
+    return (
+        f"compute-sanitizer {tool} did not check kernel {kernel} ({name}): {why}. Nothing was "
+        "checked, so this is not a pass: run where compute-sanitizer supports the GPU (not under "
+        "gVisor's GPU proxy), or without --kata-cuda-sanitize"
+    )
+
+
 def failure_message(tool: str, kernel: str, findings: Sequence[Finding], name: str) -> str:
     """The test failure: kernel, then each finding (the first few), then what it usually means."""
     primary = [f for f in findings if f.kind != "api"] or list(findings)
@@ -369,12 +412,16 @@ def run_sanitized(
                 findings=[],
             ) from None
         report = proc.stdout + proc.stderr
-        findings = parse_report(report)
+        findings = [f for f in parse_report(report) if not _REFUSED.search(f.title)]
         if findings or proc.returncode == 86:
             message = failure_message(tool, kernel, findings, module.name)
             if not findings:
                 message += "\n" + _tail(report)
             raise SanitizerError(message, kernel=kernel, tool=tool, findings=findings)
+        why = refusal(report, f"{SENTINEL}{kernel}")
+        if why is not None:
+            message = refused_message(tool, kernel, why, module.name) + "\n" + _tail(report)
+            raise SanitizerRefused(message, kernel=kernel, tool=tool, findings=[])
         out = d / "out.npz"
         if proc.returncode != 0 or not out.exists():
             raise CudaError(

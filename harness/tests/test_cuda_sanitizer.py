@@ -318,3 +318,166 @@ def test_a_sanitized_launch_with_arrays_over_the_sandbox_file_cap(tmp_path: Path
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "capped again: File too large" in proc.stdout, proc.stdout + proc.stderr
+
+
+# ----------------------------------------------------------------------------- findings fire
+# The stand-in compute-sanitizer (harness/tests/standins/compute-sanitizer) runs the launch on the
+# cpu backend and prints what it finds in compute-sanitizer's formats: the whole path from a
+# kernel with a bug to a SanitizerError runs here, with only the sanitizer itself replaced.
+STANDIN = Path(__file__).parent / "standins" / "compute-sanitizer"
+KERNELS = Path(__file__).parent / "cuda_kernels"
+
+
+def sanitized(tool: str, source: str, name: str):
+    sanitizer.configure(tool, STANDIN)
+    module = gpu.GpuModule((KERNELS / source).read_text(), [], name=source, drv=HostDriver())
+    return module.get_function(name)
+
+
+@pytest.fixture
+def no_sanitizer():
+    yield
+    sanitizer.configure(None)
+
+
+def test_memcheck_finds_the_out_of_bounds_store(no_sanitizer) -> None:
+    fill = sanitized("memcheck", "oob_store.cu", "fill")
+    c = np.zeros(1000, np.float32)
+    with pytest.raises(hc.SanitizerError) as e:
+        fill(hc.Out(c), np.int32(1000), block=(256, 1, 1), grid=(4, 1))
+    assert not isinstance(e.value, hc.SanitizerRefused)
+    (f,) = e.value.findings
+    assert (f.kind, f.title, f.kernel) == (
+        "memory",
+        "Invalid __global__ write of size 4 bytes",
+        "fill",
+    )
+    assert f.block == (3, 0, 0) and f.thread[0] >= 1000 - 3 * 256, "a thread past n = 1000"
+    assert str(e.value).startswith("compute-sanitizer memcheck found 1 problem in kernel fill")
+    assert "check the index bound" in str(e.value)
+
+
+def test_racecheck_finds_the_missing_syncthreads(no_sanitizer) -> None:
+    reverse = sanitized("racecheck", "missing_sync.cu", "reverse")
+    d = np.arange(256, dtype=np.float32)
+    with pytest.raises(hc.SanitizerError) as e:
+        reverse(hc.InOut(d), np.int32(256), block=(256, 1, 1))
+    (f,) = e.value.findings
+    assert (f.kind, f.kernel) == ("race", "reverse") and f.hazards and f.hazards > 0
+    assert "add the missing barrier" in str(e.value)
+
+
+def test_clean_kernels_pass_the_stand_in(no_sanitizer) -> None:
+    fill = sanitized("memcheck", "oob_store.cu", "fill")
+    c = np.zeros(1024, np.float32)
+    fill(hc.Out(c), np.int32(1024), block=(256, 1, 1), grid=(4, 1))  # exactly the grid: in bounds
+    np.testing.assert_array_equal(c, 2.0 * np.arange(1024, dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    ("mode", "why"),
+    [
+        ("refuse", "Error: Device not supported"),
+        ("silent", "the program under it never launched the kernel"),
+    ],
+)
+def test_a_sanitizer_that_checked_nothing_is_never_a_pass(no_sanitizer, monkeypatch, mode, why):
+    """Refusing the device (gVisor) and then running the program unchecked, with a clean
+    summary and exit status 0; or a clean summary without running it at all."""
+    monkeypatch.setenv("KATA_STANDIN_SANITIZER", mode)
+    fill = sanitized("memcheck", "oob_store.cu", "fill")
+    c = np.zeros(1000, np.float32)
+    with pytest.raises(hc.SanitizerRefused) as e:
+        fill(hc.Out(c), np.int32(1000), block=(256, 1, 1), grid=(4, 1))
+    assert str(e.value).startswith(
+        f"compute-sanitizer memcheck did not check kernel fill (oob_store.cu): {why}. Nothing "
+        "was checked, so this is not a pass"
+    )
+    assert isinstance(e.value, hc.SanitizerError) and e.value.findings == []
+
+
+def test_refusal_lines_and_missing_summaries() -> None:
+    clean = "========= COMPUTE-SANITIZER\nok\n========= ERROR SUMMARY: 0 errors\n"
+    assert sanitizer.refusal(clean) is None
+    assert sanitizer.refusal(clean, sentinel="launched k") == (
+        "the program under it never launched the kernel"
+    )
+    internal = (
+        "========= Internal Sanitizer Error: The Sanitizer encountered an error while launching "
+        "k and didn't track the launch. Errors might go undetected.\n" + clean
+    )
+    assert sanitizer.refusal(internal).startswith("Internal Sanitizer Error")
+    assert sanitizer.refusal("========= COMPUTE-SANITIZER\n") == (
+        "it printed no ERROR SUMMARY / RACECHECK SUMMARY line"
+    )
+    assert sanitizer.refusal(RACECHECK) is None, "findings and a summary: it checked"
+
+
+# ----------------------------------------------------------------------------- the cpu backend
+def test_the_cpu_backend_catches_the_same_two_kernels() -> None:
+    """Without --kata-cuda-sanitize, the cpu backend's own checks fire on the same kernels: the
+    guard page after each buffer (OutOfBounds) and the schedule comparison (RaceDetected)."""
+    fill = hc.SourceModule((KERNELS / "oob_store.cu").read_text(), name="oob_store.cu")
+    c = np.zeros(1000, np.float32)
+    with pytest.raises(hc.OutOfBounds) as oob:
+        fill.get_function("fill")(hc.Out(c), np.int32(1000), block=(256, 1, 1), grid=(4, 1))
+    assert oob.value.block == (3, 0, 0) and "write" in str(oob.value)
+    reverse = hc.SourceModule((KERNELS / "missing_sync.cu").read_text(), name="missing_sync.cu")
+    d = np.arange(256, dtype=np.float32)
+    with pytest.raises(hc.RaceDetected, match="missing __syncthreads"):
+        hc.check_races(reverse.get_function("reverse"), hc.InOut(d), np.int32(256), block=(256,))
+
+
+# ----------------------------------------------------------------------------- on a GPU
+REAL = """\
+import json, sys
+import numpy as np
+import harness.cuda as hc
+from harness.cuda import gpu, sanitizer
+tool, source, kernel, n, grid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+sanitizer.configure(tool)
+f = gpu.GpuModule(open(source).read(), [], name=source.rsplit("/", 1)[-1]).get_function(kernel)
+a = np.arange(n, dtype=np.float32)
+arg = hc.Out(np.zeros(n, np.float32)) if kernel == "fill" else hc.InOut(a)
+try:
+    f(arg, np.int32(n), block=(256, 1, 1), grid=(grid, 1))
+    print(json.dumps({"error": None}))
+except hc.SanitizerError as e:
+    print(json.dumps({"error": type(e).__name__, "kinds": [x.kind for x in e.findings],
+                      "message": str(e)}))
+"""
+
+
+def _gpu_and_sanitizer() -> str | None:
+    from harness.tiers import probe
+
+    caps = probe()
+    if not caps.has_tier("gpu"):
+        return f"needs the gpu tier: {caps.why_not('gpu')}"
+    if sanitizer.find_sanitizer() is None:
+        return "needs NVIDIA compute-sanitizer (the CUDA toolkit)"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("tool", "source", "kernel", "n", "grid", "kind"),
+    [
+        ("memcheck", "oob_store.cu", "fill", 1000, 4, "memory"),
+        ("racecheck", "missing_sync.cu", "reverse", 256, 1, "race"),
+    ],
+)
+def test_real_compute_sanitizer_finds_them(tool, source, kernel, n, grid, kind) -> None:
+    """On a GPU: the real compute-sanitizer, in a child process (CUDA is never initialised in
+    the pytest process). A refusal (gVisor) is reported as what it is, never as a pass."""
+    why = _gpu_and_sanitizer()
+    if why:
+        pytest.skip(why)
+    proc = subprocess.run(
+        [sys.executable, "-c", REAL, tool, str(KERNELS / source), kernel, str(n), str(grid)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if got["error"] == "SanitizerRefused":
+        pytest.fail(f"compute-sanitizer refused this machine: {got['message']}")
+    assert got["error"] == "SanitizerError" and kind in got["kinds"], got
