@@ -18,6 +18,8 @@ from .guide import command
 from .manifest import TIERS, Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
 
+DEFAULT_MUTANTS = 10  # `kata verify --mutants` without N: harness.mutants.DEFAULT_COUNT (tested)
+
 if TYPE_CHECKING:
     from .tiers import Capabilities
 
@@ -253,7 +255,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not p.exists():
             raise CliError(f"{p} does not exist")
     extra = ["-n", str(args.jobs)] if args.jobs else []
-    verdicts = verify(paths, root, extra, run_shortcuts=not args.no_shortcuts, record=args.record)
+    mutants = None
+    if args.mutants:
+        from .mutants import MutantOptions
+
+        mutants = MutantOptions(
+            args.mutants, args.mutant_seed, args.mutant_jobs, args.mutant_timeout
+        )
+    verdicts = verify(
+        paths, root, extra, run_shortcuts=not args.no_shortcuts, record=args.record, mutants=mutants
+    )
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
     failed = 0
@@ -272,8 +283,24 @@ def cmd_verify(args: argparse.Namespace) -> int:
         say("shortcuts, points of the task each dodges:", bold=True)
         for line in shortcut_table(scores):
             say(f"  {line}")
+    mutation = [v.mutation for v in verdicts if v.mutation is not None]
+    if mutation:
+        _say_mutants(mutation)
     say(f"{len(verdicts) - failed} of {len(verdicts)} katas verified", bold=True)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _say_mutants(katas: list) -> None:  # list[mutants.KataMutation]
+    from .mutants import survivor_text, table
+
+    say("mutants: caught when a task earns at most half its points", bold=True)
+    for line in table(katas):
+        say(f"  {line}")
+    for k in katas:
+        for r in k.survivors:
+            say(f"  survivor: {survivor_text(k.kata, r)}", yellow=True)
+            for line in r.diff.splitlines():
+                say(f"      {line}")
 
 
 def _snapshot(paths: list[Path]) -> dict[Path, int]:
@@ -376,6 +403,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--record",
         action="store_true",
         help="write each kata's time_budget into kata.toml from the reference's run time",
+    )
+    s.add_argument(
+        "--mutants",
+        nargs="?",
+        type=int,
+        const=DEFAULT_MUTANTS,
+        default=0,
+        metavar="N",
+        help="also run N (default 10) sampled mutants of each reference; report the survivors",
+    )
+    s.add_argument("-j", "--mutant-jobs", type=int, default=None, help="mutants run at once")
+    s.add_argument("--mutant-seed", default="0", help="the mutant sample's seed (default 0)")
+    s.add_argument(
+        "--mutant-timeout", type=float, default=None, help="each mutant's wall limit, seconds"
     )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (

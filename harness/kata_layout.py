@@ -13,7 +13,7 @@ import ast
 import re
 from pathlib import Path
 
-from .layout import SHORTCUTS, TESTS, file_stem, solution_dir
+from .layout import MUTANTS_TOML, SHORTCUTS, TESTS, file_stem, solution_dir
 from .manifest import Manifest
 
 CONFTEST = "conftest.py"
@@ -181,13 +181,14 @@ def _settings(path: Path) -> list[str]:
 
 # --------------------------------------------------------------------------- the mirror
 def _mirror_files(m: Manifest, mirror: Path) -> list[str]:
-    """solutions/<kata>/ holds the learner files (the reference), tests/ and shortcuts/ only:
-    given code lives in the kata directory, once."""
+    """solutions/<kata>/ holds the learner files (the reference), tests/, shortcuts/ and
+    mutants.toml (its equivalent mutants, harness.mutants) only: given code lives in the kata
+    directory, once."""
     out = []
     learner = set(m.files)
     for p in _files(mirror):
         rel = p.relative_to(mirror)
-        if rel.parts[0] in (TESTS, SHORTCUTS) or rel.as_posix() in learner:
+        if rel.parts[0] in (TESTS, SHORTCUTS) or rel.as_posix() in (*learner, MUTANTS_TOML):
             continue
         if (m.dir / rel).is_file():
             out.append(f"solutions/.../{m.dir.name}/{rel.as_posix()}: a copy of given code: "

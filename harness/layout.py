@@ -3,7 +3,8 @@
 One place answers "where is X" for every other module (docs/kata-layout.md describes the tree)::
 
     katas/phaseNN/<kata>/            what a learner sees; tests/ holds the public tests
-    solutions/phaseNN/<kata>/        the mirror: reference files, tests/ (hidden), shortcuts/<name>/
+    solutions/phaseNN/<kata>/        the mirror: reference files, tests/ (hidden), shortcuts/<name>/,
+                                     mutants.toml (equivalent mutants, `kata verify --mutants`)
     .kata/                           results of runs (progress, last run, budgets), unless
                                      --kata-results-dir says otherwise
 
@@ -18,6 +19,7 @@ KATAS = "katas"
 SOLUTIONS = "solutions"
 TESTS = "tests"
 SHORTCUTS = "shortcuts"
+MUTANTS_TOML = "mutants.toml"  # solutions/phaseNN/<kata>/mutants.toml: its equivalent mutants
 RESULTS_DIR = ".kata"  # default of --kata-results-dir, relative to the repository root
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from . import kata_layout
 from .layout import rel as _rel
 from .manifest import Manifest, ManifestError, discover, load_manifest
+from .mutants import KataMutation, MutantOptions, mutate_kata
 from .results import ERROR, FAILED, NOT_STARTED, PASSED, SKIPPED, RunResult, TestRecord
 from .shortcuts import (
     FEWER_SHORTCUTS_IS_ERROR,
@@ -37,6 +38,7 @@ class KataVerdict:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # not failures: e.g. tasks skipped for tier
     shortcuts: list[ShortcutScore] = field(default_factory=list)
+    mutation: KataMutation | None = None  # `--mutants`: its sampled mutants, judged
 
     @property
     def ok(self) -> bool:
@@ -66,8 +68,10 @@ def verify(
     extra: list[str] | None = None,
     run_shortcuts: bool = True,
     record: bool = False,
+    mutants: MutantOptions | None = None,
 ) -> list[KataVerdict]:
-    """`record`: write each passing kata's time_budget from the reference's run time."""
+    """`record`: write each passing kata's time_budget from the reference's run time.
+    `mutants`: then sample and run mutants of each kata whose reference passes (`--mutants`)."""
     extra = extra or []
     kata_dirs = sorted({d for p in paths for d in discover(p)})
     verdicts: dict[str, KataVerdict] = {}
@@ -112,6 +116,15 @@ def verify(
     _judge_learner(learner, by_path)
     if record:
         _record_budgets(solution, by_path, kata_dirs)
+    if mutants is not None and mutants.count > 0:
+        for d in runnable:
+            v = by_path[_rel(d, root)]
+            if any("reference fails" in p or p.startswith("reference run") for p in v.problems):
+                v.notes.append("mutants: not run (the reference does not pass)")
+                continue
+            v.mutation = mutate_kata(load_manifest(d), root, extra=extra, options=mutants)
+            v.problems += v.mutation.problems
+            v.notes += v.mutation.notes
     return list(verdicts.values())
 
 

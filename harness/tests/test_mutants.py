@@ -1,0 +1,294 @@
+"""`kata verify --mutants`: mutants made, sampled, recorded as equivalent, judged and run."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import mutants as M
+from harness import results as R
+from harness.manifest import load_manifest
+from harness.results import FAILED, PASSED, SKIPPED, KataResult, RunResult, TaskResult
+
+from .conftest import KataRepo
+
+pytest.importorskip("universalmutator")
+
+CALC = """\
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    if a == 0:
+        return 0
+    return a * b
+"""
+
+
+def find(mutants: list[M.Mutant], line: str, replacement: str) -> M.Mutant:
+    return next(
+        m for m in mutants if m.original.strip() == line and m.replacement.strip() == replacement
+    )
+
+
+# --------------------------------------------------------------------------- making mutants
+def test_candidates_are_lines_changed_by_the_library_rules() -> None:
+    made = M.candidates("calc.py", CALC)
+    minus = find(made, "return a + b", "return a - b")
+    assert (minus.file, minus.line) == ("calc.py", 2)
+    assert minus.apply(CALC) == CALC.replace("a + b", "a - b")
+    assert find(made, "if a == 0:", "if a != 0:").line == 6
+    assert all(m.original != m.replacement for m in made)
+    diff = minus.diff(CALC)
+    assert diff.startswith("--- a/calc.py\n+++ b/calc.py\n")
+    assert "-    return a + b\n+    return a - b\n" in diff
+
+
+def test_c_family_and_rust_files_have_rules_and_others_have_none() -> None:
+    c = M.candidates("k.c", "int f(int a) {\n  return a + 1;\n}\n")
+    assert any(m.replacement.strip() == "return a - 1;" for m in c)
+    cu = M.candidates("k.cu", "__global__ void k(int* x) {\n  x[0] = x[0] * 2;\n}\n")
+    assert any(m.replacement.strip() == "x[0] = x[0] + 2;" for m in cu)
+    rs = M.candidates("k.rs", "pub fn f(a: u64) -> u64 {\n    a + 1\n}\n")
+    assert any(m.replacement.strip() == "a - 1" for m in rs)
+    assert M.candidates("notes.ptx", "add.s32 %r1, %r2, 1;\n") == []
+
+
+def test_a_mutant_is_identified_by_its_text_not_its_line_number() -> None:
+    moved = "import math\n\n\n" + CALC
+    a = find(M.candidates("calc.py", CALC), "return a + b", "return a - b")
+    b = find(M.candidates("calc.py", moved), "return a + b", "return a - b")
+    assert (a.line, b.line) == (2, 5)
+    assert a.key == b.key and a.id == b.id
+    with pytest.raises(M.MutantsError, match="no longer"):
+        a.apply(moved)
+
+
+def test_validity_drops_what_does_not_compile_or_changes_no_behaviour() -> None:
+    src = textwrap.dedent('''\
+        def f(x: int) -> int:
+            """Doubles x."""
+            if x < 0:
+                raise ValueError(f"negative: {x}")
+            return x * 2  # twice
+    ''')
+    valid = M.Validity({"f.py": src})
+    line = src.splitlines()
+
+    def mutant(n: int, new: str) -> M.Mutant:
+        return M.Mutant("f.py", n, line[n - 1], new)
+
+    assert valid(mutant(5, "    return x + 2  # twice"))
+    assert not valid(mutant(5, "    return x * 2  # thrice"))  # a comment
+    assert not valid(mutant(2, '    """Triples x."""'))  # a docstring
+    assert not valid(mutant(4, '        raise ValueError(f"")'))  # a message
+    assert not valid(mutant(3, "    if x <<< 0:"))  # a syntax error
+    assert not valid(mutant(1, "def f(x: str) -> int:"))  # an annotation
+    c = "int f(int a) {\n  return a + 1;  // one more\n}\n"
+    cv = M.Validity({"k.c": c})
+    assert not cv(M.Mutant("k.c", 2, "  return a + 1;  // one more", "  return a + 1;  // two"))
+
+
+# --------------------------------------------------------------------------- sampling
+def pools() -> dict[str, list[M.Mutant]]:
+    other = "".join(f"def g{i}(x):\n    return x + {i}\n\n\n" for i in range(8))
+    return {"calc.py": M.candidates("calc.py", CALC), "other.py": M.candidates("other.py", other)}
+
+
+def test_sampling_is_deterministic_given_the_seed() -> None:
+    a = M.sample(pools(), 6, seed=7)
+    assert a == M.sample(pools(), 6, seed=7)
+    assert [m.key for m in a] != [m.key for m in M.sample(pools(), 6, seed=8)]
+
+
+def test_sampling_spreads_across_files_and_lines() -> None:
+    chosen = M.sample(pools(), 6, seed=0)
+    assert len(chosen) == 6
+    assert {m.file for m in chosen} == {"calc.py", "other.py"}
+    lines = [(m.file, m.line) for m in chosen]
+    assert len(set(lines)) == len(lines), "one mutant per line until every line had one"
+    everything = M.sample(pools(), 10_000, seed=0)
+    assert len(everything) == sum(len(p) for p in pools().values())
+
+
+def test_sampling_replaces_an_invalid_mutant_by_another() -> None:
+    chosen = M.sample(pools(), 4, seed=0, valid=lambda m: "pass" not in m.replacement)
+    assert len(chosen) == 4 and all("pass" not in m.replacement for m in chosen)
+
+
+# --------------------------------------------------------------------------- mutants.toml
+def write_equivalents(repo: KataRepo, text: str) -> None:
+    repo.write("solutions/phase01/demo/mutants.toml", text)
+
+
+def test_equivalents_are_read_with_their_reasons(repo: KataRepo) -> None:
+    kata = repo.add_demo(solution=CALC)
+    write_equivalents(
+        repo,
+        """\
+        [[equivalent]]
+        file = "calc.py"
+        line = "return 0"
+        mutant = "pass"
+        reason = "a * b is 0 when a is 0"
+    """,
+    )
+    found, problems = M.load_equivalents(load_manifest(kata))
+    assert problems == []
+    assert found == [M.Equivalent("calc.py", "return 0", "pass", "a * b is 0 when a is 0")]
+    m = find(M.candidates("calc.py", CALC), "return 0", "pass")
+    assert m.key == found[0].key
+    assert M.stale_equivalents(found, {"calc.py": CALC}) == []
+    assert M.stale_equivalents(found, {"calc.py": CALC.replace("return 0", "return a")}) == found
+
+
+def test_equivalents_file_problems_name_the_entry_and_field(repo: KataRepo) -> None:
+    kata = repo.add_demo(solution=CALC)
+    write_equivalents(
+        repo,
+        """\
+        [[equivalent]]
+        file = "calc.py"
+        line = "return 0"
+        mutant = "pass"
+
+        [[equivalent]]
+        file = "nope.py"
+        line = "x"
+        mutant = "y"
+        reason = "z"
+
+        [[equivalent]]
+        file = "calc.py"
+        line = "x"
+        mutant = "y"
+        reason = "z"
+        why = "w"
+    """,
+    )
+    found, problems = M.load_equivalents(load_manifest(kata))
+    assert found == []
+    assert "equivalent[0].reason: missing or empty" in problems[0]
+    assert "equivalent[1].file: 'nope.py' is not a learner file (calc.py)" in problems[1]
+    assert "equivalent[2].why: unknown field" in problems[2]
+
+
+# --------------------------------------------------------------------------- the survivor rule
+def run_of(**earned_of: tuple[int, list[str]]) -> RunResult:
+    """A run where task t has points p and tests of the given outcomes (equal weights)."""
+    tasks = []
+    for task, (points, outcomes) in earned_of.items():
+        tests = [
+            R.TestRecord(f"n{task}{i}", f"test_{task}{i}", "t.py", "k", task, False, o)
+            for i, o in enumerate(outcomes)
+        ]
+        tasks.append(TaskResult(task, task, points, [], tests))
+    return RunResult([KataResult("k", "k", 1, "katas/phase01/k", tasks)], impl="x")
+
+
+MUT = M.Mutant("calc.py", 2, "    return a + b", "    return a - b")
+REF = run_of(a=(10, [PASSED] * 4), b=(8, [PASSED] * 4), g=(5, [SKIPPED]))
+
+
+def test_a_mutant_is_caught_when_some_task_earns_at_most_half() -> None:
+    r = M.judge(
+        MUT, REF, run_of(a=(10, [PASSED, PASSED, FAILED, FAILED]), b=(8, [PASSED] * 4)), "k"
+    )
+    assert r.verdict == M.CAUGHT and not r.survived and r.counted
+    assert r.summary() == "caught: a 5/10"
+
+
+def test_a_mutant_that_keeps_more_than_half_of_every_task_survives() -> None:
+    dented = M.judge(MUT, REF, run_of(a=(10, [PASSED] * 3 + [FAILED]), b=(8, [PASSED] * 4)), "k")
+    assert dented.verdict == M.DENTED and dented.survived
+    assert [(t.task, t.earned) for t in dented.kept()] == [("a", 7.5)]
+    full = M.judge(MUT, REF, run_of(a=(10, [PASSED] * 4), b=(8, [PASSED] * 4)), "k")
+    assert full.verdict == M.UNNOTICED and full.survived
+    assert "calc.py:2" in M.survivor_text("k", full) and "`return a - b`" in M.survivor_text(
+        "k", full
+    )
+    assert [t.task for t in full.tasks] == ["a", "b"], "a task this machine skips is not judged"
+
+
+def test_a_timeout_is_caught_and_a_run_without_results_is_not_scored() -> None:
+    timeout = M.classify(MUT, REF, M.Run(None, "", 99.0, timed_out=True), "k")
+    assert timeout.verdict == M.TIMEOUT and timeout.counted and not timeout.survived
+    broken = M.classify(MUT, REF, M.Run(None, "INTERNALERROR> boom\n", 1.0), "k")
+    assert broken.verdict == M.UNJUDGED and not broken.counted
+    assert "boom" in broken.reason
+
+
+def test_score_is_caught_over_non_equivalent_mutants() -> None:
+    def res(v: str) -> M.MutantResult:
+        return M.MutantResult(MUT, v)
+
+    results = [res(M.CAUGHT), res(M.TIMEOUT), res(M.DENTED), res(M.UNNOTICED), res(M.EQUIVALENT),
+               res(M.UNJUDGED)]  # fmt: skip
+    assert M.score(results) == 0.5
+    assert M.score([res(M.EQUIVALENT)]) is None
+    k = M.KataMutation("k", sampled=6, results=results)
+    head, row = M.table([k])
+    assert head.split() == ["kata", "sampled", "caught", "survived", "equivalent", "unjudged",
+                            "score", "seconds"]  # fmt: skip
+    assert row.split()[:7] == ["k", "6", "2", "2", "1", "1", "50%"]
+    assert M.table([k], markdown=True)[2].startswith("| k | 6 | 2 | 2 | 1 | 1 | 50% |")
+
+
+# --------------------------------------------------------------------------- running
+SLOW = """\
+import time
+
+
+def test_add(calc):
+    time.sleep(60)
+"""
+
+
+def test_a_run_past_its_wall_limit_is_killed(repo: KataRepo, tmp_path: Path) -> None:
+    kata = repo.add_demo(public=SLOW, hidden=None)
+    run = M.run_kata(kata, repo.root, "solution", tmp_path / "w", timeout=3)
+    assert run.timed_out and run.result is None and run.seconds < 30
+
+
+def test_mutants_of_a_kata_are_run_and_judged(repo: KataRepo, tmp_path: Path) -> None:
+    """One mutant caught, one survivor, one equivalent (never run): the whole pipeline, with
+    each mutant run as `--kata-impl=patch:<its diff>`."""
+    kata = repo.add_demo(solution=CALC)
+    write_equivalents(
+        repo,
+        """\
+        [[equivalent]]
+        file = "calc.py"
+        line = "return 0"
+        mutant = "pass"
+        reason = "a * b is 0 when a is 0"
+    """,
+    )
+    made = M.candidates("calc.py", CALC)
+    chosen = [
+        find(made, "return a + b", "return a - b"),  # add(2, 3) == 5 catches it
+        find(made, "if a == 0:", "if a == 1:"),  # no test multiplies by 1 (the gpu one skips)
+        find(made, "return 0", "pass"),
+    ]
+    out = M.mutate_kata(load_manifest(kata), repo.root, workdir=tmp_path / "w", chosen=chosen)
+    assert out.problems == [], out.problems
+    verdicts = [r.verdict for r in out.results]
+    assert verdicts == [M.CAUGHT, M.UNNOTICED, M.EQUIVALENT], [r.summary() for r in out.results]
+    assert out.results[0].summary() == "caught: add 0/10"
+    assert out.score == 0.5 and out.survivors == [out.results[1]]
+    assert "+    if a == 1:" in out.results[1].diff
+
+
+def test_verify_takes_the_mutant_options() -> None:
+    from harness.cli import build_parser
+
+    def parse(*argv: str):  # noqa: ANN202
+        return build_parser().parse_args(["verify", *argv])
+
+    assert parse().mutants == 0
+    assert parse("--mutants").mutants == M.DEFAULT_COUNT
+    got = parse("katas", "--mutants=3", "-j", "2", "--mutant-seed", "7", "--mutant-timeout", "9")
+    assert (got.mutants, got.mutant_jobs, got.mutant_seed, got.mutant_timeout) == (3, 2, "7", 9.0)
