@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import difflib
 import hashlib
 import io
 import os
@@ -40,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import patches
 from .layout import MUTANTS_TOML, mirror_of
 from .manifest import Manifest
 from .results import PASSED, SKIPPED, RunResult
@@ -108,16 +108,9 @@ class Mutant:
         return "".join(lines)
 
     def diff(self, text: str, context: int = 3) -> str:
-        """A unified diff of the reference file (``a/<file>``) to the mutant (``b/<file>``)."""
-        return "".join(
-            difflib.unified_diff(
-                text.splitlines(keepends=True),
-                self.apply(text).splitlines(keepends=True),
-                f"a/{self.file}",
-                f"b/{self.file}",
-                n=context,
-            )
-        )
+        """The unified diff (harness.patches) of the reference file to the mutant: what
+        ``--kata-impl=patch:<file>`` runs."""
+        return patches.make_patch({self.file: (text, self.apply(text))}, context=context)
 
 
 def _rules_for(file: str) -> list[str] | None:
