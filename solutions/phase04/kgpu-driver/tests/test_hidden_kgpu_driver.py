@@ -236,27 +236,130 @@ out["b"] = b.vram[0]
 
 
 # --------------------------------------------------------------------------- wait
-@pytest.mark.kata_gate("WAIT spins on the CPU instead of sleeping on the wait queue")
-def test_wait_sleeps_while_the_gpu_works(kernel: Any) -> None:
-    before = cpu_seconds(kernel.proc.pid)
-    out = kernel.program(
-        """
+class ThreadStates:
+    """Samples the state (R running or runnable, S sleeping, ...) and the voluntary context
+    switches of every thread of a process from /proc, every few ms, in a background thread.
+    What a thread is doing, not how much CPU it got: a thread that loops stays R however
+    loaded the machine is (sched_yield keeps it runnable), one that sleeps is S."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid = pid
+        self.samples: list[tuple[float, dict[int, tuple[str, str, int]]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _read(self) -> dict[int, tuple[str, str, int]]:
+        threads: dict[int, tuple[str, str, int]] = {}
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            try:
+                stat = (task / "stat").read_text()
+                status = (task / "status").read_text()
+            except OSError:  # the thread ended
+                continue
+            comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+            state = stat[stat.rindex(")") + 2]
+            vcs = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+            threads[int(task.name)] = (comm, state, vcs)
+        return threads
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t = time.monotonic()
+            try:
+                self.samples.append((t, self._read()))
+            except OSError:  # the process ended
+                return
+            self._stop.wait(0.004)
+
+    def __enter__(self) -> ThreadStates:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def callers(self, threads: dict[int, tuple[str, str, int]]) -> dict[int, tuple[str, str, int]]:
+        """The threads that run the user programs' calls: all but the main thread and the
+        named kernel threads (kthread_run names them; the connection threads keep the
+        process's name)."""
+        main = threads.get(self.pid, ("", "", 0))[0]
+        return {t: v for t, v in threads.items() if t != self.pid and v[0] == main}
+
+    def during(self, start: float, end: float) -> tuple[int, int, int]:
+        """(samples, samples with a caller thread R, voluntary switches of the caller threads)
+        between `start` and `end`."""
+        inside = [(t, self.callers(th)) for t, th in self.samples if start <= t <= end]
+        running = sum(any(v[1] == "R" for v in th.values()) for _, th in inside)
+        if len(inside) < 2:
+            return len(inside), running, 0
+        first, last = inside[0][1], inside[-1][1]
+        switches = sum(last[t][2] - first[t][2] for t in last if t in first)
+        return len(inside), running, switches
+
+
+# One waiter and three, short and long (1000 s) timeouts, work that completes and work that hangs:
+# each waiter records when it called WAIT and when WAIT returned.
+WAITERS = """
 import threading
+def phase(name, waits):
+    marks = []
+    def run(d, f, timeout):
+        t0 = time.monotonic()
+        e = errno_of(d.wait, f, timeout)
+        marks.append((t0, time.monotonic(), e))
+    threads = [threading.Thread(target=run, args=w) for w in waits]
+    for th in threads: th.start()
+    for th in threads: th.join()
+    out[name] = marks
 d = kgpu.Device(); d.map()
-d.push(kgpu.DELAY, a=800_000)
+d.push(kgpu.DELAY, a=700_000)
+phase("one waiter", [(d, d.submit(), 5 * 10**9)])
+d.push(kgpu.DELAY, a=700_000)
 f = d.submit()
-threads = [threading.Thread(target=d.wait, args=(f, 5 * 10**9)) for _ in range(3)]
-t = time.monotonic()
-for th in threads: th.start()
-for th in threads: th.join()
-out["waited"] = time.monotonic() - t
+phase("three waiters", [(d, f, 5 * 10**9), (d, f, 10**12), (d, f, 3 * 10**9)])
+h = kgpu.Device(); h.map()
+h.push(kgpu.HANG)
+phase("a waiter on hung work", [(h, h.submit(), 700_000_000)])
 """
-    )
+
+
+@pytest.mark.kata_gate(
+    "a thread in WAIT stays runnable (or keeps waking up) while the GPU works: one waiter or "
+    "three, short or long timeout, work that completes or hangs"
+)
+def test_wait_sleeps_while_the_gpu_works(kernel: Any) -> None:
+    """While WAITs wait, the threads that run them in the kernel process are sampled from
+    /proc: a sleeping thread is S and does not wake until the interrupt; a loop, with or
+    without cond_resched(), is R whatever the load; a loop around msleep() wakes every few ms."""
+    before = cpu_seconds(kernel.proc.pid)
+    with ThreadStates(kernel.proc.pid) as states:
+        out = kernel.program(WAITERS, timeout=20)
     used = cpu_seconds(kernel.proc.pid) - before
-    assert out["waited"] >= 0.5
-    assert used < 0.08, (
-        f"the kernel used {used:.2f} s of CPU while three WAITs waited {out['waited']:.2f} s for "
-        "the GPU: a waiting thread must sleep on the wait queue (wait_event_*), not loop"
+    want = {"one waiter": 0, "three waiters": 0, "a waiter on hung work": "ETIME"}
+    for name, marks in out.items():
+        assert {m[2] for m in marks} == {want[name]}, (
+            f"WAIT, {name}: returned {[m[2] for m in marks]}, expected {want[name]!r}"
+        )
+        start, end = max(m[0] for m in marks) + 0.05, min(m[1] for m in marks) - 0.03
+        assert end - start >= 0.3, (
+            f"WAIT, {name}: returned {end - start + 0.08:.2f} s after it was called, on 0.7 s "
+            "of work: it must sleep until the fence completes (or the timeout passes)"
+        )
+        samples, running, switches = states.during(start, end)
+        print(f"WAIT, {name}: {samples} samples, {running} with a thread R, {switches} wakeups")
+        assert samples >= 5, f"WAIT, {name}: only {samples} samples of the kernel's threads"
+        assert running <= samples // 4 and switches <= 20 * len(marks), (
+            f"WAIT, {name}: in {samples} samples over {end - start:.2f} s a thread of the "
+            f"kernel was running or runnable in {running}, and the threads in WAIT woke up "
+            f"{switches} times: a waiting thread must sleep on the wait queue "
+            "(wait_event_*) until the interrupt handler wakes it, not loop"
+        )
+    assert used < 0.5, (
+        f"the kernel used {used:.2f} s of CPU while WAITs waited about 2 s for the GPU: a "
+        "waiting thread must sleep on the wait queue (wait_event_*), not loop"
     )
 
 
