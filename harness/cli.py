@@ -291,9 +291,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _say_mutants(katas: list) -> None:  # list[mutants.KataMutation]
-    from .mutants import survivor_text, table
+    from .mutants import mutant_line, survivor_text, table
 
     say("mutants: caught when a task earns at most half its points", bold=True)
+    for k in katas:
+        for r in k.results:
+            say(f"  {k.kata} {mutant_line(r)}", yellow=r.survived)
     for line in table(katas):
         say(f"  {line}")
     for k in katas:

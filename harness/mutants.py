@@ -716,6 +716,27 @@ def _last_line(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- reports
+def mutant_line(r: MutantResult) -> str:
+    """One mutant: id, where, the mutation, its verdict and the points of each task it changed
+    (earned / points, the reference's when that is not full)."""
+    m = r.mutant
+    changed = [t for t in r.tasks if t.earned != t.reference]
+    if r.verdict in (CAUGHT, DENTED):
+        points = ", ".join(
+            f"{t.task} {fmt_points(t.earned)}/{t.points}"
+            + (f" (reference {fmt_points(t.reference)})" if t.reference != t.points else "")
+            for t in changed
+        )
+    elif r.verdict == UNNOTICED:
+        points = "every task as the reference"
+    else:
+        points = r.reason or "killed by the wall limit"
+    return (
+        f"[{m.id}] {m.where}: `{m.original.strip()}` → `{m.replacement.strip()}`: "
+        f"{r.verdict}: {points}"
+    )
+
+
 def survivor_text(kata: str, r: MutantResult) -> str:
     """A survivor for its kata's owners: where, the mutation, the tasks and points it kept."""
     m = r.mutant
@@ -759,6 +780,7 @@ __all__ = [
     "MutantsError",
     "candidates",
     "judge",
+    "mutant_line",
     "load_equivalents",
     "mutate_kata",
     "sample",

@@ -20,7 +20,14 @@ import time
 from pathlib import Path
 
 from harness.manifest import ManifestError, discover, load_manifest
-from harness.mutants import KataMutation, MutantOptions, mutate_kata, survivor_text, table
+from harness.mutants import (
+    KataMutation,
+    MutantOptions,
+    mutant_line,
+    mutate_kata,
+    survivor_text,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         k = mutate_kata(manifest, ROOT, options=options)
         katas.append(k)
+        for r in k.results:
+            print(f"  {mutant_line(r)}", file=sys.stderr)
         print(f"{table([k])[1]}", file=sys.stderr, flush=True)
         for p in k.problems + k.notes:
             print(f"  {p.splitlines()[0]}", file=sys.stderr)

@@ -278,6 +278,8 @@ def test_mutants_of_a_kata_are_run_and_judged(repo: KataRepo, tmp_path: Path) ->
     verdicts = [r.verdict for r in out.results]
     assert verdicts == [M.CAUGHT, M.UNNOTICED, M.EQUIVALENT], [r.summary() for r in out.results]
     assert out.results[0].summary() == "caught: add 0/10"
+    assert M.mutant_line(out.results[0]).endswith("`return a - b`: caught: add 0/10")
+    assert M.mutant_line(out.results[1]).endswith(": unnoticed: every task as the reference")
     assert out.score == 0.5 and out.survivors == [out.results[1]]
     assert "+    if a == 1:" in out.results[1].diff
 
