@@ -74,6 +74,7 @@ def run(rt: ModuleType, spec: Spec, timeout: float = 10.0) -> Result:
     cg: dict[str, str] = {}
     child = -1
     t0 = time.perf_counter()
+    inherited = _open_fds()  # the test process's own descriptors, before your code runs
     try:
         if spec.needs_cgroup:
             cg = _timed(steps, "create_cgroup", rt.create_cgroup, spec)
@@ -88,7 +89,7 @@ def run(rt: ModuleType, spec: Spec, timeout: float = 10.0) -> Result:
         child = os.fork()
         if child == 0:  # pragma: no cover - runs in the child
             os.close(go_w), os.close(rep_r), os.close(out_r), os.close(err_r)
-            _child(rt, spec, go_r, rep_w, out_w, err_w)
+            _child(rt, spec, go_r, rep_w, out_w, err_w, inherited)
         for fd in (go_r, rep_w, out_w, err_w):
             os.close(fd)
         deadline = time.monotonic() + timeout
@@ -265,8 +266,12 @@ def _error(fd: int, where: str, e: BaseException) -> None:
     )
 
 
+def _open_fds() -> list[int]:
+    return [int(n) for n in os.listdir("/proc/self/fd")]
+
+
 def _child(
-    rt: ModuleType, spec: Spec, go: int, rep: int, out: int, err: int
+    rt: ModuleType, spec: Spec, go: int, rep: int, out: int, err: int, inherited: list[int]
 ) -> None:  # pragma: no cover
     """The runtime's child: unshare, wait for the parent, fork pid 1, report its status."""
     code = 1
@@ -291,7 +296,7 @@ def _child(
             os._exit(1)
         pid1 = os.fork()
         if pid1 == 0:
-            _pid1(rt, spec, rep, out, err, libc)
+            _pid1(rt, spec, rep, out, err, libc, inherited)
         _report(rep, pid1=pid1)
         host.go_back(tickets)
         _, status = os.waitpid(pid1, 0)
@@ -311,7 +316,7 @@ def _oom_score_adj(value: int) -> None:  # pragma: no cover - runs in the child
 
 
 def _pid1(
-    rt: ModuleType, spec: Spec, rep: int, out: int, err: int, libc: Any
+    rt: ModuleType, spec: Spec, rep: int, out: int, err: int, libc: Any, inherited: list[int]
 ) -> None:  # pragma: no cover
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -329,8 +334,14 @@ def _pid1(
             _report(rep, step=name, s=time.perf_counter() - t)
         os.dup2(out, 1)
         os.dup2(err, 2)
-        for fd in (rep, out, err):
-            os.set_inheritable(fd, False)
+        # The runner's pipes and what the test process had open do not reach the container
+        # (runc marks every descriptor above 2 close-on-exec). Descriptors your code opened
+        # are yours: a directory of the host's tree open at execve is a way out.
+        for fd in (rep, out, err, *(fd for fd in inherited if fd > 2)):
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:  # closed meanwhile
+                pass
         os.execve(spec.args[0], spec.args, spec.env)
     except BaseException as e:
         _error(rep, f"execve {spec.args[0]} (in pid 1)", e)
