@@ -425,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module, text in (
         ("grade", "harness.grade", "grade from the canonical tests (autograders)"),
         ("publish", "harness.publish", "build the learner and solutions branches"),
+        ("shortcut", "harness.shortcut_tool", "write shortcuts as patches (kata authors)"),
     ):
         s = sub.add_parser(name, help=text, add_help=False)
         s.add_argument("rest", nargs=argparse.REMAINDER)
@@ -435,7 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    delegated = {"grade": "harness.grade", "publish": "harness.publish"}
+    delegated = {
+        "grade": "harness.grade",
+        "publish": "harness.publish",
+        "shortcut": "harness.shortcut_tool",
+    }
     if argv[:1] and argv[0] in delegated:
         # argparse's REMAINDER drops a leading "--option": hand these commands argv as it is.
         try:

@@ -23,8 +23,11 @@ _IGNORED = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
 # Rules kata verify enforces; a rule listed in NOT_ENFORCED_YET is reported as a note only,
 # until every kata on main follows it (then remove it from the set).
-RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings", "mirror")
-NOT_ENFORCED_YET: set[str] = set()
+RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings", "mirror",
+         "shortcut-files")  # fmt: skip
+# shortcut-files: until `kata shortcut convert` has turned every whole-copy shortcut on main into
+# a patch (other work still adds copies); then remove it from this set.
+NOT_ENFORCED_YET: set[str] = {"shortcut-files"}
 
 
 def check(m: Manifest) -> list[tuple[str, str]]:
@@ -46,6 +49,7 @@ def check(m: Manifest) -> list[tuple[str, str]]:
                   for p in _test_files(hidden) for why in _settings(p)]  # fmt: skip
     if mirror is not None:
         found += [("mirror", s) for s in _mirror_files(m, mirror)]
+        found += [("shortcut-files", s) for s in _shortcut_files(m, mirror)]
     return found
 
 
@@ -197,6 +201,20 @@ def _mirror_files(m: Manifest, mirror: Path) -> list[str]:
             out.append(f"solutions/.../{m.dir.name}/{rel.as_posix()}: not a learner file "
                        f"(files in kata.toml): move it to katas/.../{m.dir.name}/ and list it "
                        "in `given`")  # fmt: skip
+    return out
+
+
+def _shortcut_files(m: Manifest, mirror: Path) -> list[str]:
+    """A shortcut directory holds shortcut.toml and shortcut.patch (a diff against the
+    reference), never copies of learner files (harness.shortcuts checks what the patch changes)."""
+    out = []
+    for sc in sorted(p for p in (mirror / SHORTCUTS).glob("*") if p.is_dir()):
+        stray = [p for p in _files(sc) if p.name not in ("shortcut.toml", "shortcut.patch")]
+        if stray:
+            rel = stray[0].relative_to(mirror).as_posix()
+            out.append(f"solutions/.../{m.dir.name}/{rel}: a shortcut is shortcut.toml and "
+                       "shortcut.patch, a diff against the reference: run `kata shortcut "
+                       f"convert katas/.../{m.dir.name}` (it turns copies into the patch)")  # fmt: skip
     return out
 
 

@@ -1,7 +1,7 @@
 """`kata new PHASE NAME`: a complete, verifiable kata skeleton for instructors.
 
 The scaffold passes `kata verify` as generated (its stub is not started, its reference passes, its
-two shortcuts are caught by a hidden gate), so an instructor starts from green and replaces the
+two shortcuts, patches against the reference, are caught by a hidden gate), so an instructor starts from green and replaces the
 example task, its gate and its shortcuts with the real ones.
 """
 
@@ -21,7 +21,8 @@ _FILES = {
     "test_public.py.j2": "katas/{phase_dir}/{name}/tests/test_{module}.py",
     "solution.py.j2": "solutions/{phase_dir}/{name}/{module}.py",
     "test_hidden.py.j2": "solutions/{phase_dir}/{name}/tests/test_hidden_{module}.py",
-    # two shortcuts, each caught by the hidden gate: `kata verify` requires at least two
+    # two shortcuts, each caught by the hidden gate: `kata verify` requires at least two. Each is
+    # rendered as a whole copy and written as a patch against the reference (shortcut_tool)
     "shortcut_public.toml.j2": "solutions/{phase_dir}/{name}/shortcuts/public-answers/shortcut.toml",
     "shortcut_public.py.j2": "solutions/{phase_dir}/{name}/shortcuts/public-answers/{module}.py",
     "shortcut_positive.toml.j2": "solutions/{phase_dir}/{name}/shortcuts/positives-only/shortcut.toml",
@@ -58,4 +59,12 @@ def scaffold(root: Path, phase: int, name: str, title: str | None = None) -> lis
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(env.get_template(template).render(**values), encoding="utf-8")
         written.append(path)
+    from .shortcut_tool import convert_one
+
+    sol = root / "solutions" / phase_dir / name
+    for sc in sorted((sol / "shortcuts").iterdir()):
+        copies = [p for p in written if p.parent == sc and p.name != "shortcut.toml"]
+        if convert_one(sc, sol).status != "converted":
+            raise RuntimeError(f"the scaffold's shortcut {sc.name} did not convert")
+        written = [p for p in written if p not in copies] + [sc / "shortcut.patch"]
     return written

@@ -267,10 +267,18 @@ def test_the_sentence_and_capped_points_reach_every_report(repo: KataRepo) -> No
 
 # --------------------------------------------------------------------------- shortcut runner
 def add_shortcut(repo: KataRepo, name: str, files: dict[str, str], kata: str = "gated") -> Path:
+    """A shortcut whose learner files are `files`: shortcut.patch against today's reference."""
+    from harness.patches import make_patch
+
     base = f"solutions/phase01/{kata}/shortcuts/{name}"
     repo.write(f"{base}/shortcut.toml", f'task = "add"\nwhy = "{SENTENCE}"\n')
-    for rel, text in files.items():
-        repo.write(f"{base}/{rel}", text)
+    ref = repo.root / f"solutions/phase01/{kata}"
+    changes = {
+        rel: ((ref / rel).read_text() if (ref / rel).is_file() else None, text)
+        for rel, text in files.items()
+    }
+    if changes:
+        (repo.root / base / "shortcut.patch").write_text(make_patch(changes))
     return repo.root / base
 
 
@@ -471,7 +479,7 @@ def test_verify_fails_a_shortcut_no_gate_catches(repo: KataRepo, capsys) -> None
         ('task = "div"\nwhy = "w"\n', {"calc.py": SHORTCUT}, "task: must name a task of gated (add, mul); got 'div'"),
         ('task = "add"\n', {"calc.py": SHORTCUT}, "why: must be one sentence"),
         ('task = "add"\nwhy = "w"\nsee = 1\n', {"calc.py": SHORTCUT}, "see: unknown field"),
-        ('task = "add"\nwhy = "w"\n', {"calc.py": SHORTCUT, "helper.py": ""}, "helper.py is not one"),
+        ('task = "add"\nwhy = "w"\n', {"calc.py": SHORTCUT, "tests/test_x.py": "X = 1\n"}, "tests/test_x.py: a shortcut changes learner code, not tests"),
         ('task = "add"\nwhy = "w"\n', {}, "replaces no learner file"),
         (None, {"calc.py": SHORTCUT}, "shortcut.toml: (file): not found"),
     ],

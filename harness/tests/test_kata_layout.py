@@ -77,3 +77,18 @@ def test_good_file_names(repo: KataRepo, name: str) -> None:
     repo.add_demo()
     (repo.root / KATA / "tests" / "test_demo.py").rename(repo.root / KATA / "tests" / name)
     assert findings(repo) == {}
+
+
+def test_a_shortcut_holds_its_toml_and_patch_only(repo: KataRepo) -> None:
+    repo.add_demo()
+    repo.write(f"{MIRROR}/shortcuts/ok/shortcut.toml", 'task = "add"\nwhy = "w"\n')
+    repo.write(f"{MIRROR}/shortcuts/ok/shortcut.patch", "")
+    repo.write(f"{MIRROR}/shortcuts/copy/shortcut.toml", 'task = "add"\nwhy = "w"\n')
+    repo.write(f"{MIRROR}/shortcuts/copy/calc.py", "X = 1\n")
+    assert findings(repo) == {
+        "shortcut-files": [
+            "solutions/.../demo/shortcuts/copy/calc.py: a shortcut is shortcut.toml and "
+            "shortcut.patch, a diff against the reference: run `kata shortcut convert "
+            "katas/.../demo` (it turns copies into the patch)"
+        ]
+    }
