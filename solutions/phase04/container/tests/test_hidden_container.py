@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,17 @@ def test_namespaces_subsets(run: Any, spec: Any, host: Any, asked: tuple[str, ..
         run(spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked, hostname=name))
     )
     if "uts" in asked:
-        assert r.lines[0] == name
+        assert r.lines[0] == name, (
+            f"set_hostname, namespaces {asked}: the container's hostname is {r.lines[0]!r}, "
+            f"the spec's is {name!r}"
+        )
     for ns, link in zip(HOST_NS, r.lines[1:], strict=True):
-        assert (link == os.readlink(f"/proc/self/ns/{ns}")) == (SPEC_NS[ns] not in asked), ns
+        shared = link == os.readlink(f"/proc/self/ns/{ns}")
+        assert shared == (SPEC_NS[ns] not in asked), (
+            f"enter_namespaces, namespaces {asked}: the {ns} namespace is "
+            f"{'the host' if shared else 'new'}'s, it should be "
+            f"{'new' if shared else 'the host'}'s"
+        )
 
 
 def test_namespaces_ipc_objects_stay_on_the_host(run: Any, spec: Any, host: Any) -> None:
@@ -62,9 +72,10 @@ def test_namespaces_ipc_objects_stay_on_the_host(run: Any, spec: Any, host: Any)
         r = ok(run(spec.Spec(args=[host.busybox(), "cat", "/proc/sysvipc/shm"])))
         keys = {int(line.split()[0]) for line in r.lines[1:]}
         assert key not in keys, "the container sees the host's System V shared memory"
-        assert key in {
+        on_host = {
             int(x.split()[0]) for x in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
         }
+        assert key in on_host, "the host's shared memory segment is gone after the container ran"
     finally:
         libc.shmctl(shmid, 0, None)  # IPC_RMID
 
@@ -108,7 +119,10 @@ def test_rootfs_each_container_sees_its_own_files(
             )
         )
     )
-    assert (r1.lines, r2.lines) == ([word], ["none"])
+    assert (r1.lines, r2.lines) == ([word], ["none"]), (
+        f"setup_rootfs: a file of one rootfs must be seen by its container only: the first "
+        f"container read {r1.lines}, the second {r2.lines}"
+    )
 
 
 # --- cgroups -----------------------------------------------------------------------------
@@ -146,11 +160,14 @@ def test_cgroups_pids_limit_counts_exactly(
         args=["/bin/sh", "-c", script], rootfs=str(rootfs), pids_limit=limit, cgroup_name="exact"
     )
     r = run(s, timeout=15)
-    assert not r.timed_out
+    assert not r.timed_out, f"the pids-limited container did not finish: {r.stderr[-400:]}"
     started = r.lines.count("ok")
     # In the cgroup: the shell and the sleeps that forked (the runtime's child left it).
     assert started == limit - 1, f"{started} sleeps started under pids.max={limit}"
-    assert "can't fork" in r.stderr and r.counters.get("pids_refused", 0) > 0
+    assert "can't fork" in r.stderr and r.counters.get("pids_refused", 0) > 0, (
+        f"pids.max={limit}: no fork was refused by the pids controller (counters "
+        f"{r.counters}): {r.stderr[-400:]}"
+    )
 
 
 # --- devices -----------------------------------------------------------------------------
@@ -183,9 +200,101 @@ def test_devices_hidden_gpus_are_refused(
     )
     r = run(_gpu_spec(spec, rootfs, script))
     for node in ("nvidia0", "nvidiactl", "nvidia-uvm", "kgpu0"):
-        assert f"can't open '/dev/{node}': No such device or address" in r.stderr, r.stderr
+        assert f"can't open '/dev/{node}': No such device or address" in r.stderr, (
+            f"restrict_devices: /dev/{node} is allowed: opening it reaches the (absent) driver, "
+            f"ENXIO; the container said: {r.stderr[-600:]}"
+        )
     for node in ("nvidia1", "nvidia2"):
-        assert f"can't open '/dev/{node}': Operation not permitted" in r.stderr, r.stderr
+        assert f"can't open '/dev/{node}': Operation not permitted" in r.stderr, (
+            f"restrict_devices: /dev/{node} is refused by the spec: opening it is EPERM; the "
+            f"container said: {r.stderr[-600:]}"
+        )
+
+
+def _free_char_majors() -> list[int]:
+    """Character majors of the local/experimental range (234-254) no driver of this machine
+    has (/proc/devices): an allowed node there gives ENXIO, a denied one EPERM."""
+    used, char = set(), False
+    for line in Path("/proc/devices").read_text().splitlines():
+        if line.endswith(":"):
+            char = line.startswith("Character")
+        elif char and line.strip():
+            used.add(int(line.split()[0]))
+    return [m for m in range(234, 255) if m not in used]
+
+
+def _run_seed() -> int:
+    """This grading run's seed for the drawn devices: KATA_SEED if set (to reproduce a failure),
+    else a fresh one; every failure message names it."""
+    return int(os.environ.get("KATA_SEED") or random.SystemRandom().randrange(1 << 32))
+
+
+@pytest.mark.kata_gate(
+    "a device node opens in the container although the spec does not allow it, or an allowed "
+    "one is refused: GPUs given and refused, and nodes the spec never names (other GPUs, "
+    "other minors and majors), drawn at run time"
+)
+def test_devices_only_the_allowed_nodes_open(
+    run: Any, spec: Any, host: Any, kata: Any, tmp_path: Path, cgroup_version: int
+) -> None:
+    """The devices controller denies every device and allows the list (runc: deny 'a', then
+    allow each rule). Nodes the spec never names are made in the rootfs beforehand (an image
+    can ship any node; root in a container without a user namespace can mknod one)."""
+    seed = _run_seed()
+    r = random.Random(seed)
+    root = kata.module("rootfs").build(tmp_path / "rootfs", host.busybox())
+    gpus = r.sample(range(16), 5)
+    visible, hidden = tuple(sorted(gpus[: r.randint(1, 3)])), tuple(sorted(gpus[3:]))
+    kgpu = r.randrange(4)
+    devices = [
+        *spec.nvidia_devices(visible, hidden=hidden),
+        spec.Device(f"/dev/kgpu{kgpu}", spec.KGPU_MAJOR, kgpu),
+    ]
+    unnamed = {f"nvidia{i}": (spec.NVIDIA_MAJOR, i) for i in r.sample(range(16, 255), 2)}
+    unnamed[f"kgpu{kgpu + 4}"] = (spec.KGPU_MAJOR, kgpu + 4)
+    unnamed["uvm-tools"] = (spec.NVIDIA_UVM_MAJOR, r.randrange(1, 256))
+    free = [
+        m
+        for m in _free_char_majors()
+        if m not in (spec.NVIDIA_MAJOR, spec.NVIDIA_UVM_MAJOR, spec.KGPU_MAJOR)
+    ]
+    if free:
+        major = r.choice(free)
+        unnamed[f"dev{major}"] = (major, r.randrange(256))
+    for name, (major, minor) in unnamed.items():
+        os.mknod(root / "dev" / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    allowed = [d.path for d in devices if d.allow]
+    refused = [d.path for d in devices if not d.allow] + [f"/dev/{n}" for n in unnamed]
+    # a subshell per node: a failed redirection ends only it (POSIX: `:` is a special built-in)
+    script = "".join(f"(: < {p}) && echo '{p} opened'; " for p in (*allowed, *refused)) + "true"
+    res = run(
+        spec.Spec(
+            args=["/bin/sh", "-c", script],
+            rootfs=str(root),
+            devices=devices,
+            restrict_devices=True,
+            cgroup_name="sampled",
+        )
+    )
+    assert not res.timed_out and res.exit_code == 0, (
+        f"restrict_devices (seed {seed}): the probe did not run: {res.stderr[-800:]}"
+    )
+    out = res.stdout + res.stderr
+
+    def said(p: str, error: str) -> bool:
+        return re.search(rf"can't open '?{re.escape(p)}'?: {error}", out) is not None
+
+    wrong = [
+        f"{p} (allowed) gives no ENXIO" for p in allowed if not said(p, "No such device or address")
+    ] + [
+        f"{p} ({'refused' if p in [d.path for d in devices] else 'never named'}) gives no EPERM"
+        for p in refused
+        if not said(p, "Operation not permitted")
+    ]
+    assert not wrong, (
+        f"restrict_devices (seed {seed}; GPUs {visible} given, {hidden} refused): {wrong}; the "
+        f"container said:\n{out[-1200:]}"
+    )
 
 
 def test_devices_rules_in_the_cgroup(
@@ -231,10 +340,19 @@ def test_devices_driver_libraries_are_read_only(
         ],
     )
     r = ok(run(s))
-    assert r.lines[:2] == ["original", "nvml"]
-    assert r.stderr.count("Read-only file system") == 3, r.stderr
-    assert lib.read_text() == "original\n" and single.read_text() == "nvml\n"
-    assert not (driver / "new").exists()
+    assert r.lines[:2] == ["original", "nvml"], (
+        f"bind_mounts: the driver libraries read {r.lines[:2]} in the container"
+    )
+    assert r.stderr.count("Read-only file system") == 3, (
+        f"bind_mounts: the three writes into the driver libraries must fail read-only: "
+        f"{r.stderr[-600:]}"
+    )
+    assert lib.read_text() == "original\n" and single.read_text() == "nvml\n", (
+        "bind_mounts: a write in the container changed the host's driver library"
+    )
+    assert not (driver / "new").exists(), (
+        "bind_mounts: a file created in the container appeared in the host's driver directory"
+    )
 
 
 def test_devices_writable_bind_when_asked(
@@ -248,4 +366,6 @@ def test_devices_writable_bind_when_asked(
         mounts=[spec.Mount(str(data), "/data", readonly=False)],
     )
     ok(run(s))
-    assert (data / "out").read_text() == "hi\n"
+    assert (data / "out").read_text() == "hi\n", (
+        "bind_mounts: a read-write mount asked for: the container's write is not on the host"
+    )

@@ -21,7 +21,10 @@ HOST_NS = ("pid", "mnt", "uts", "ipc", "net", "user")
 def test_namespaces_every_asked_namespace_is_new(run: Any, spec: Any, host: Any) -> None:
     script = "; ".join(f"readlink /proc/self/ns/{n}" for n in HOST_NS)
     r = run(spec.Spec(args=[host.busybox(), "sh", "-c", script]))
-    assert not r.timed_out and r.exit_code == 0, (r.exit_code, r.signal, r.stderr[-800:])
+    assert not r.timed_out and r.exit_code == 0, (
+        f"the namespaces probe did not run: exit {r.exit_code}, signal {r.signal}: "
+        f"{r.stderr[-800:]}"
+    )
     shared = [
         n
         for n, link in zip(HOST_NS, r.lines, strict=True)
@@ -42,7 +45,9 @@ def test_rootfs_no_mount_shows_the_hosts_tree(run: Any, spec: Any, rootfs: Path)
         "for m in $(cut -d' ' -f5 /proc/self/mountinfo); do ls -a \"$m\"; done"
     )
     r = run(spec.Spec(args=["/bin/sh", "-c", script], rootfs=str(rootfs)))
-    assert not r.timed_out and r.exit_code == 0, (r.exit_code, r.signal, r.stderr[-800:])
+    assert not r.timed_out and r.exit_code == 0, (
+        f"the mounts probe did not run: exit {r.exit_code}, signal {r.signal}: {r.stderr[-800:]}"
+    )
     mountinfo, listed = r.stdout.split("---\n", 1)
     host_only = set(os.listdir("/")) - set(os.listdir(rootfs)) - {".", ".."}
     assert host_only, "the host's / has nothing the rootfs lacks: this test cannot tell"
