@@ -48,6 +48,7 @@ from .terminal import fmt_points
 
 DEFAULT_COUNT = 10  # `--mutants` without a number
 DEFAULT_SEED = 0
+STARTUP_S = 5.0  # a kata run's start (pytest, the plugin), beyond its tests' own durations
 TRIES_PER_LINE = 3  # mutants of one line checked for validity before the next line's turn
 # universalmutator's rule files per learner-file suffix ("universal" and, for the C family,
 # "c_like" are added as its own genmutants does). CUDA sources take the C++ rules.
@@ -631,10 +632,12 @@ def mutate_kata(
     impl_for: ImplFor = patch_impl,
     workdir: Path | None = None,
     chosen: list[Mutant] | None = None,
+    reference: RunResult | None = None,
 ) -> KataMutation:
     """Sample `options.count` mutants of the kata's reference, run each, judge each against
     the reference's own run. Each mutant's wall limit is `options.timeout`, by default 3 × the
-    reference's run and at least 60 s. `chosen`: run these mutants instead of a sample."""
+    reference's run and at least 60 s. `chosen`: run these mutants instead of a sample.
+    `reference`: a run of the reference's tests already made (else the kata's is run first)."""
     options = options or MutantOptions()
     count, seed, jobs, timeout = options.count, options.seed, options.jobs, options.timeout
     start = time.monotonic()
@@ -671,7 +674,12 @@ def mutate_kata(
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kata-mutants-")))
-        baseline = run_kata(manifest.dir, root, "solution", workdir / "reference", None, extra)
+        if reference is not None and _kata(reference, manifest.id) is not None:
+            # the caller's run of the reference (kata verify's): its tests' time, and startup
+            spent = sum(r.duration for t in _kata(reference, manifest.id).tasks for r in t.tests)
+            baseline = Run(reference, "", STARTUP_S + spent)
+        else:
+            baseline = run_kata(manifest.dir, root, "solution", workdir / "reference", None, extra)
         if baseline.result is None:
             out.problems.append(
                 f"mutants: the reference run produced no results:\n{baseline.output[-2000:]}"

@@ -4,8 +4,9 @@ For each kata: the manifest is valid and its id unique; every test belongs to a 
 task has tests; the reference solution passes every public and hidden test; the stubs are *not
 started* on every test they run (never earning points, never failing); every shortcut under
 ``solutions/<kata>/shortcuts/`` is well-formed and earns at most half of the task it dodges
-(:mod:`.shortcuts`). Tests run in pytest subprocesses, the same way a learner runs them, with
-results written to a private directory.
+(:mod:`.shortcuts`). With ``--mutants[=N]``, N sampled mutants of each reference are run and
+judged too (:mod:`.mutants`). Tests run in pytest subprocesses, the same way a learner runs
+them, with results written to a private directory.
 """
 
 from __future__ import annotations
@@ -122,7 +123,9 @@ def verify(
             if any("reference fails" in p or p.startswith("reference run") for p in v.problems):
                 v.notes.append("mutants: not run (the reference does not pass)")
                 continue
-            v.mutation = mutate_kata(load_manifest(d), root, extra=extra, options=mutants)
+            v.mutation = mutate_kata(
+                load_manifest(d), root, extra=extra, options=mutants, reference=solution
+            )
             v.problems += v.mutation.problems
             v.notes += v.mutation.notes
     return list(verdicts.values())

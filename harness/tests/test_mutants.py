@@ -294,3 +294,18 @@ def test_verify_takes_the_mutant_options() -> None:
     assert parse("--mutants").mutants == M.DEFAULT_COUNT
     got = parse("katas", "--mutants=3", "-j", "2", "--mutant-seed", "7", "--mutant-timeout", "9")
     assert (got.mutants, got.mutant_jobs, got.mutant_seed, got.mutant_timeout) == (3, 2, "7", 9.0)
+
+
+def test_kata_verify_mutants_lists_and_scores_each_kata(
+    repo: KataRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    repo.add_demo(solution=CALC)
+    main(["--root", str(repo.root), "verify", "--no-shortcuts", "--mutants=1", "-j", "1"])
+    out = capsys.readouterr().out
+    assert "mutants: caught when a task earns at most half its points" in out, out
+    listed = [line for line in out.splitlines() if line.strip().startswith("demo [")]
+    assert len(listed) == 1 and "calc.py:" in listed[0], out
+    row = next(line for line in out.splitlines() if line.split()[:2] == ["demo", "1"])
+    assert row.split()[5] == "0", "the mutant was judged (not unjudged)"
