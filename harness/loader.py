@@ -134,15 +134,19 @@ class KataContext:
     def module(self, name: str) -> types.ModuleType:
         """Import kata module `name` ("simt" for simt.py) of this implementation."""
         __tracebackhide__ = True
+        from . import boundary  # here, as the fence: the loader is where learner code enters
+
         package = self._package()
         full = f"{package}.{name}"
         if full in sys.modules:
+            boundary.guard_package(package)  # a module learner code imported since
             return sys.modules[full]
         try:
             with hangs.running(hangs.IMPORT, self._import_key(name), f"{name}.py"):
                 try:
                     module = importlib.import_module(full)
                     hangs.fence_module(module)  # its functions that hung in earlier tests
+                    boundary.guard_package(package)  # what it returns is checked (boundary.py)
                     return module
                 except hangs.Overrun as e:
                     seconds = getattr(e, "seconds", None)

@@ -38,6 +38,7 @@ from .api import (
     kata_context,
     wall_limit,
 )
+from .boundary import BoundaryError
 from .collector import KataTaskWarning, ResultCollector
 from .loader import (
     KataContext,
@@ -572,7 +573,7 @@ def _todo_where(excinfo: pytest.ExceptionInfo[BaseException], info: KataItemInfo
 
 
 def _message(excinfo: pytest.ExceptionInfo[BaseException], hidden: bool) -> str:
-    if isinstance(excinfo.value, KataLoadError | hangs.KnownHang):
+    if isinstance(excinfo.value, KataLoadError | hangs.KnownHang | BoundaryError):
         return str(excinfo.value)
     if hidden:
         # Hidden tests show their message only: never their source or the expressions asserted.
@@ -606,6 +607,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         return report
     rec = KataReportInfo(info.manifest.id, info.task.id if info.task else None, info.hidden)
     rec.gate = info.gate
+    if call.excinfo is not None and call.excinfo.errisinstance(BoundaryError):
+        rec.gate = ""  # the value's type failed, not the gate's property (harness/boundary.py)
     rec.metrics = item.stash.get(METRICS, None) or {}
     new_hangs = hangs.take_new()
     if new_hangs:  # the parent process learns of them: later children fail fast too
@@ -640,7 +643,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = str(call.excinfo.value)
             else:
                 rec.line, rec.source = _failing_source(call.excinfo, item)
-            if info.task is not None and info.gate:
+            if info.task is not None and rec.gate:
                 report.sections.append(
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
                 )

@@ -133,6 +133,17 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
     install()
 
 
+def learner_files() -> dict[str, list[KataFiles]]:
+    """The learner files of every loaded kata implementation, by file name as compiled (the live
+    registry, not a copy: `harness.boundary` tests a caller's ``co_filename`` against it)."""
+    return _LEARNER_FILES
+
+
+def kata_files(package: str) -> KataFiles | None:
+    """The kata implementation loaded as synthetic package `package`, or None."""
+    return _KATAS.get(package)
+
+
 def another_implementation_loaded() -> bool:
     """Whether two implementations of one kata are loaded in this process (a learner's and the
     reference the budgets time): learner code could reach the other through sys.modules or gc."""

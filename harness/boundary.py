@@ -1,0 +1,699 @@
+"""The type-exact boundary: values that cross from learner code into a test or given code are plain.
+
+A learner function that returns an ``int`` subclass whose ``__eq__`` is always true, or
+``unittest.mock.ANY``, passes every ``==`` and ``pytest.approx`` a test or a given checker makes.
+So the loader (:meth:`harness.loader.KataContext.module`) calls :func:`guard_package` on every
+kata implementation it loads, and every learner callable is reached through a wrapper that checks
+what it returns, whoever asks: a test, a fixture, a given simulator, the budgets. No test can
+forget it. What crosses may be:
+
+- exact builtin values (``int``, ``float``, ``bool``, ``complex``, ``str``, ``bytes``, ``None``,
+  ``range``) and exact ``list``/``tuple``/``dict``/``set``/``frozenset`` of such, recursively;
+  the standard library's honest containers (``Counter``, ``OrderedDict``, ``defaultdict``,
+  ``deque``) and value types (``Fraction``, ``Decimal``, paths, dates);
+- exact ``numpy.ndarray`` of a plain dtype (not object) and numpy scalars;
+- objects of the kata's classes (given or learner), their attributes checked by the same rules;
+- any other object whose class cannot lie about its value: it defines none of the comparison,
+  hashing, arithmetic, conversion or numpy-protocol methods (:data:`VALUE_METHODS`), so ``==``
+  on it is identity (a lock, a thread, a grpc server).
+
+Refused, with one sentence that names the function, what it returned and what to return instead:
+a subclass of a builtin value type that is not the kata's (``class Liar(int)``), a class whose
+value methods are learner code (a hand-written ``__eq__``; a dataclass's generated one is fine)
+or come from a module outside the trusted standard library and numpy (``mock.ANY``,
+``pytest.approx``), an ndarray subclass or an object-dtype array.
+
+The function's return annotation is checked too (typeguard reads it): a forgotten ``return``
+says "returned None; expected int (the stub says `-> int`)" instead of making the test's own
+f-string raise ``TypeError`` -- a sentence that teaches, and never a gate (the plugin keeps a
+boundary failure out of the gates).
+
+Only calls from outside learner code are checked: learner code calling its own functions gets
+its values unchanged (internal helpers may return anything), decided by the caller's frame. A
+learner function's exceptions (``todo()``'s KataTodo, a ValueError a test expects, an alarm)
+pass through unchanged; ``__wrapped__``, the signature and ``inspect`` work as before. Returned
+generators, iterators and learner callables are wrapped in turn; classes of learner objects that
+cross are guarded when first seen. docs/integrity.md ("The type-exact boundary") says what is
+not covered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import inspect
+import sys
+import types
+from collections.abc import Callable, Iterator
+from itertools import chain
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BoundaryError", "VALUE_METHODS", "check", "guard_package", "problem"]
+
+
+class BoundaryError(AssertionError):
+    """A value that crossed from learner code is not plain, or not of its annotated type."""
+
+
+# Methods through which an object can pass for a value it is not: `==`, `<=`, hashing,
+# `expected - actual` (pytest.approx), abs(), float(), numpy's protocols, truthiness.
+_ARITH = "add sub mul matmul truediv floordiv mod divmod pow lshift rshift and xor or".split()
+VALUE_METHODS: frozenset[str] = frozenset(
+    [f"__{n}__" for n in ("eq", "ne", "lt", "le", "gt", "ge", "hash", "bool")]
+    + [f"__{p}{n}__" for n in _ARITH for p in ("", "r", "i")]
+    + [
+        f"__{n}__"
+        for n in "neg pos abs invert int float complex index round trunc floor ceil".split()
+    ]
+    + [f"__array{n}__" for n in ("", "_ufunc", "_function", "_interface", "_struct", "_priority")]
+    + ["__getattr__", "__getattribute__", "__class__", "__instancecheck__", "__subclasscheck__"]
+)
+_DATACLASS_MADE = {"__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__"}
+
+# Kinds of value, decided once per type.
+_LEAF, _SEQ, _MAP, _OBJ, _ARRAY = "leaf", "seq", "map", "obj", "array"
+_NONE = type(None)
+_SCALARS = frozenset({int, float, bool, complex, str, bytes, _NONE})
+_MAX_DEPTH = 40  # levels of nesting followed (a deep expression tree is ~20)
+_MAX_ITEMS = 2_000_000  # elements looked at per value (C speed: ~20 ms)
+
+
+# --------------------------------------------------------------------------- which types are whose
+def _fence() -> Any:
+    """harness.sandbox.fence, which knows the learner files (imported when first needed: the
+    plugin imports this module before pytest loads the sandbox plugin)."""
+    from .sandbox import fence
+
+    return fence
+
+
+def _trusted_classes() -> dict[type, str]:
+    import collections
+    import datetime
+    import decimal
+    import fractions
+    import pathlib
+    import uuid
+
+    kinds: dict[type, str] = {t: _LEAF for t in _SCALARS}
+    kinds.update({range: _LEAF, bytearray: _LEAF, memoryview: _LEAF, slice: _LEAF})
+    kinds.update({list: _SEQ, tuple: _SEQ, set: _SEQ, frozenset: _SEQ, dict: _MAP})
+    kinds.update({collections.deque: _SEQ, collections.Counter: _MAP})
+    kinds.update({collections.OrderedDict: _MAP, collections.defaultdict: _MAP})
+    kinds.update({type({}.keys()): _SEQ, type({}.values()): _SEQ, type({}.items()): _SEQ})
+    kinds.update({types.SimpleNamespace: _OBJ})
+    for t in (fractions.Fraction, decimal.Decimal, uuid.UUID, *vars(datetime).values()):
+        if isinstance(t, type):
+            kinds[t] = _LEAF
+    for t in vars(pathlib).values():
+        if isinstance(t, type) and issubclass(t, pathlib.PurePath):
+            kinds[t] = _LEAF
+    for t in vars(enum).values():  # Enum, IntEnum, Flag, ...: their value methods are honest
+        if isinstance(t, type):
+            kinds[t] = _LEAF
+    return kinds
+
+
+_TRUSTED = _trusted_classes()
+_KINDS: dict[type, str] = dict(_TRUSTED)  # type -> kind, or a refusal sentence (starts with "a")
+_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset)
+_BASE_NAMES = {int: "int", float: "float", complex: "complex", str: "str", bytes: "bytes",
+               bytearray: "bytearray", list: "list", tuple: "tuple", dict: "dict", set: "set",
+               frozenset: "frozenset"}  # fmt: skip
+
+
+def _module_file(t: type) -> str:
+    module = sys.modules.get(getattr(t, "__module__", "") or "")
+    return getattr(module, "__file__", None) or ""
+
+
+def _is_learner_class(t: type) -> bool:
+    return _module_file(t) in _fence().learner_files()
+
+
+def _is_kata_class(t: type) -> bool:
+    """A class of a loaded kata (given module, test or learner): its module is a kata's."""
+    return str(getattr(t, "__module__", "")).startswith(_fence().KATA_PACKAGE_PREFIX)
+
+
+def _where(t: type) -> str:
+    """'defined in kv_math.py', 'from unittest.mock'."""
+    if _is_kata_class(t):
+        return f"defined in {Path(_module_file(t)).name or t.__module__}"
+    return f"from {t.__module__}"
+
+
+def _is_learner_code(obj: Any) -> bool:
+    code = getattr(obj, "__code__", None)
+    return code is not None and code.co_filename in _fence().learner_files()
+
+
+def _honest(cls: type, name: str, attr: Any) -> bool:
+    """Whether `cls.__dict__[name]` (a value method) cannot lie about the value."""
+    if attr is None:  # __hash__ = None: unhashable
+        return True
+    if not cls.__flags__ & (1 << 9):  # not a heap type: implemented in C (int, ndarray, protobuf)
+        return True
+    if cls in _TRUSTED:
+        return True
+    if isinstance(attr, types.FunctionType):
+        code = attr.__code__
+        if code.co_filename in _fence().learner_files():
+            return False
+        if name in _DATACLASS_MADE and code.co_filename == "<string>":
+            # made by @dataclass: `(self.a, self.b) == (other.a, other.b)` on the fields
+            return (
+                dataclasses.is_dataclass(cls) and attr.__qualname__ == f"{cls.__qualname__}.{name}"
+            )
+        # a given module's or a test's class, or the trusted standard library
+        return _is_kata_class(cls) or cls.__module__.split(".")[0] in _TRUSTED_MODULES
+    return False
+
+
+_TRUSTED_MODULES = frozenset(
+    "abc collections contextlib dataclasses datetime decimal enum fractions functools "
+    "ipaddress numbers pathlib queue random re selectors socket subprocess threading types "
+    "typing uuid weakref google grpc numpy cffi concurrent io".split()
+)
+
+
+def _kind(t: type) -> str:
+    """What a value of type `t` is: a kind, or the sentence that refuses it."""
+    kind = _KINDS.get(t)
+    if kind is None:
+        kind = _KINDS[t] = _decide(t)
+    return kind
+
+
+def _decide(t: type) -> str:
+    np = sys.modules.get("numpy")
+    if np is not None and issubclass(t, np.ndarray | np.generic):
+        if t is np.ndarray:
+            return _ARRAY
+        if issubclass(t, np.generic) and t.__module__ == "numpy" and t is not np.object_:
+            return _LEAF
+        what = "ndarray" if issubclass(t, np.ndarray) else "numpy scalar"
+        return f"{_a(what)} subclass ({t.__qualname__}, {_where(t)}); return a plain numpy array"
+    if issubclass(t, type | types.FunctionType | types.BuiltinFunctionType | types.ModuleType):
+        return _LEAF  # classes and functions are values by identity
+    if issubclass(t, types.MethodType | types.GeneratorType | functools.partial):
+        return _LEAF
+    for base in _BASES:
+        if issubclass(t, base) and not issubclass(t, enum.Enum):
+            namedtuple = base is tuple and hasattr(t, "_fields")
+            if not (namedtuple or _is_kata_class(t) and not _is_learner_class(t)):
+                return (
+                    f"{_a(_BASE_NAMES[base])} subclass ({t.__qualname__}, {_where(t)}); "
+                    f"return a plain {_BASE_NAMES[base]}"
+                )
+    for cls in t.__mro__[:-1]:  # object's own methods are identity
+        for name in sorted(VALUE_METHODS.intersection(cls.__dict__), key=_first_eq):
+            if not _honest(cls, name, cls.__dict__[name]):
+                whose = "" if cls is t else f" (its base {cls.__qualname__})"
+                return (
+                    f"{_a(t.__qualname__)} ({_where(t)}) whose class{whose} defines {name}; "
+                    "values the tests compare are plain (int, float, str, a list or dict of them, "
+                    "a numpy array, a dataclass with its generated __eq__)"
+                )
+    if _is_learner_class(t):
+        _guard_class(t)  # its methods' results cross too
+    if issubclass(t, enum.Enum):
+        return _LEAF
+    if issubclass(t, tuple):
+        return _SEQ
+    if issubclass(t, dict):
+        return _MAP
+    if issubclass(t, list | set | frozenset):
+        return _SEQ
+    if hasattr(t, "__dict__") or _slots(t):
+        return _OBJ
+    return _LEAF
+
+
+def _first_eq(name: str) -> tuple[bool, str]:
+    return name != "__eq__", name
+
+
+def _slots(t: type) -> tuple[str, ...]:
+    names: list[str] = []
+    for cls in t.__mro__:
+        s = cls.__dict__.get("__slots__", ())
+        names.extend([s] if isinstance(s, str) else s)
+    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
+
+
+# --------------------------------------------------------------------------- checking a value
+def problem(value: Any) -> str | None:
+    """Why `value` may not cross the boundary ("an int subclass (Liar, defined in kv_math.py);
+    return a plain int", with where it sits: "item [3] is ..."), or None when it is plain."""
+    t = type(value)
+    if t in _SCALARS:
+        return None
+    found = _scan(value)
+    if found is None:
+        return None
+    bad, reason = found
+    path = _path_to(value, bad)
+    return reason if not path else f"{_container(value)} whose {_path_text(path)} is {reason}"
+
+
+def _scan(value: Any) -> tuple[Any, str] | None:
+    """Breadth first over the value's parts, a level at a time, C-speed where it can be
+    (``set(map(type, level))``): the first part that is refused, and why."""
+    level: list[Any] = [value]
+    seen: set[int] = set()  # objects whose attributes were followed (cycles)
+    items = 0
+    for _ in range(_MAX_DEPTH):
+        items += len(level)
+        if not level or items > _MAX_ITEMS:
+            return None
+        present = set(map(type, level))
+        if present <= _SCALARS:
+            return None
+        nxt: list[Any] = []
+        single = len(present) == 1
+        for t in present:
+            if t in _SCALARS:
+                continue
+            kind = _kind(t)
+            if kind is _LEAF:
+                continue
+            members = level if single else [x for x in level if type(x) is t]
+            if kind is _SEQ:
+                nxt.append(chain.from_iterable(members))
+            elif kind is _MAP:
+                nxt.append(chain.from_iterable(members))
+                nxt.append(chain.from_iterable(map(_values, members)))
+            elif kind is _ARRAY:
+                for dtype in set(map(attrgetter("dtype"), members)):
+                    if dtype.kind == "O":
+                        bad = next(x for x in members if x.dtype == dtype)
+                        return bad, "a numpy array of dtype object; return a numeric array"
+            elif kind is _OBJ:
+                fresh = [x for x in members if id(x) not in seen]
+                seen.update(map(id, fresh))
+                if hasattr(t, "__dict__"):
+                    nxt.append(chain.from_iterable(map(_values, map(_vars, fresh))))
+                names = _slots(t)
+                if names:
+                    get = attrgetter(*names)
+                    nxt.append(chain.from_iterable(_slot_values(get, x, len(names)) for x in fresh))
+                if issubclass(t, tuple | list | set | frozenset):
+                    nxt.append(chain.from_iterable(fresh))
+            else:
+                return next(x for x in members), kind
+        level = list(chain.from_iterable(nxt))
+    return None
+
+
+def _values(mapping: Any) -> Any:
+    return mapping.values()
+
+
+def _vars(obj: Any) -> dict[str, Any]:
+    try:
+        return object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return {}
+
+
+def _slot_values(get: Any, obj: Any, n: int) -> tuple[Any, ...]:
+    try:
+        got = get(obj)
+    except AttributeError:  # an unset slot
+        return ()
+    return got if n > 1 else (got,)
+
+
+def _path_to(root: Any, target: Any, depth: int = 0) -> list[str] | None:
+    """The steps from `root` to `target` ("[3]", "key 'a'", ".total"), found again depth first
+    once a part was refused ([] when it is `root` itself)."""
+    if root is target:
+        return []
+    kind = _KINDS.get(type(root))
+    if depth > _MAX_DEPTH or kind not in (_SEQ, _MAP, _OBJ):
+        return None
+    parts: Iterator[tuple[str, Any]]
+    if kind is _MAP:
+        parts = chain(((f"key {k!r}", k) for k in root), ((f"[{k!r}]", v) for k, v in root.items()))
+    elif kind is _SEQ:
+        parts = ((f"[{i}]", x) for i, x in enumerate(root))
+    else:
+        attrs = dict(_vars(root))
+        for name in _slots(type(root)):
+            if hasattr(root, name):
+                attrs[name] = getattr(root, name)
+        seq = enumerate(root) if isinstance(root, tuple | list) else ()
+        parts = chain(((f".{k}", v) for k, v in attrs.items()), ((f"[{i}]", x) for i, x in seq))
+    for step, part in parts:
+        if type(part) in _SCALARS and part is not target:
+            continue
+        rest = _path_to(part, target, depth + 1)
+        if rest is not None:
+            return [step, *rest]
+    return None
+
+
+def _path_text(steps: list[str]) -> str:
+    """ "item [3]['a']", "attribute .total[0]", "key 'x'"."""
+    text = "".join(s if not s.startswith("key ") or i == 0 else f"[key {s[4:]}]"
+                   for i, s in enumerate(steps))  # fmt: skip
+    if text.startswith("key "):
+        return text
+    return ("item " if text.startswith("[") else "attribute ") + text
+
+
+def _a(name: str) -> str:
+    """ "an int", "a list", "an Outcome"."""
+    return f"{'an' if name.lstrip('_')[:1].lower() in tuple('aeio') else 'a'} {name}"
+
+
+def _container(value: Any) -> str:
+    t = type(value)
+    return _a(t.__qualname__ if t.__module__ == "builtins" else f"{t.__qualname__} object")
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    t = type(value)
+    text = repr(value)
+    shown = f" ({text})" if len(text) <= 40 and t.__module__ in ("builtins", "numpy") else ""
+    return _a(t.__qualname__ if t.__module__ == "builtins" else f"{t.__qualname__} object") + shown
+
+
+def check(value: Any, label: str) -> None:
+    """Raise BoundaryError unless `value`, returned by `label`, is plain."""
+    __tracebackhide__ = True
+    why = problem(value)
+    if why is not None:
+        raise BoundaryError(f"{label} returned {why}")
+
+
+# --------------------------------------------------------------------------- annotations
+_UNKNOWN = object()
+
+
+class _Spec:
+    """One guarded function: its label and its return annotation, resolved on first use."""
+
+    __slots__ = ("fn", "label", "_hint", "text", "fast", "cls")
+
+    def __init__(self, fn: Any, label: str) -> None:
+        self.fn, self.label = fn, label
+        self._hint: Any = _UNKNOWN
+        self.text = ""
+        self.fast: frozenset[type] = frozenset()
+        self.cls = False  # the hint is a plain class: isinstance() decides
+
+    def hint(self) -> Any:
+        if self._hint is _UNKNOWN:
+            self._hint = None
+            raw = getattr(self.fn, "__annotations__", {}).get("return", inspect.Parameter.empty)
+            if raw is inspect.Parameter.empty:
+                return None
+            self.text = raw if isinstance(raw, str) else inspect.formatannotation(raw)
+            try:
+                hint = (
+                    eval(raw, getattr(self.fn, "__globals__", {})) if isinstance(raw, str) else raw
+                )  # noqa: S307
+            except Exception:  # a name imported under TYPE_CHECKING only: no typed check
+                return None
+            self._hint = type(None) if hint is None else hint
+            self.fast = _fast_types(self._hint)
+            self.cls = (
+                isinstance(self._hint, type)
+                and not self.fast
+                and not getattr(self._hint, "__args__", None)
+            )
+        return self._hint
+
+
+def _fast_types(hint: Any) -> frozenset[type]:
+    """Exact types that satisfy `hint` with no further look (int for `float`, PEP 484)."""
+    simple = {int: {int, bool}, float: {float, int}, complex: {complex, float, int},
+              bool: {bool}, str: {str}, bytes: {bytes}, _NONE: {_NONE}}  # fmt: skip
+    if hint in simple:
+        return frozenset(simple[hint])
+    if (
+        isinstance(hint, types.UnionType)
+        or getattr(hint, "__origin__", None) is __import__("typing").Union
+    ):
+        out: set[type] = set()
+        for arg in hint.__args__:
+            if arg not in simple:
+                return frozenset()
+            out |= simple[arg]
+        return frozenset(out)
+    return frozenset()
+
+
+def _typed_problem(value: Any, spec: _Spec) -> str | None:
+    hint = spec.hint()
+    if hint is None or type(value) in spec.fast:
+        return None
+    if spec.cls and isinstance(value, hint):
+        return None
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic) and hint in (int, float, complex, bool):
+        ok = {int: "iub", float: "iubf", complex: "iubfc", bool: "b"}[hint]
+        if value.dtype.kind in ok:
+            return None
+    try:
+        from typeguard import CollectionCheckStrategy, TypeCheckError
+        from typeguard import check_type as typeguard_check
+    except ImportError:  # pragma: no cover - a dependency of the project
+        return None
+    try:
+        typeguard_check(value, hint, collection_check_strategy=CollectionCheckStrategy.FIRST_ITEM)
+    except TypeCheckError as e:
+        detail = str(e)
+        expected = spec.text
+        head = f"{spec.label} returned {_describe(value)}; expected {expected} "
+        head += f"(the stub says `-> {expected}`)"
+        if value is None:
+            return head + ": does it end without a `return`?"
+        generic = detail.startswith(f"{type(value).__qualname__} is not")
+        return head if generic or "is not an instance of" in detail[:60] else f"{head}: {detail}"
+    except Exception:  # an annotation typeguard cannot check: no typed check
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------- the wrappers
+def _cross(result: Any, spec: _Spec) -> Any:
+    """`result` of spec's function, called from outside learner code: checked, or wrapped."""
+    __tracebackhide__ = True
+    t = type(result)
+    if t in spec.fast:
+        return result
+    if t is types.GeneratorType and result.gi_code.co_filename in _fence().learner_files():
+        return _checked_iterator(result, spec.label)
+    if t in _ITERATORS or (t.__module__ == "itertools" and hasattr(t, "__next__")):
+        return _checked_iterator(result, spec.label)
+    if t is types.FunctionType and _is_learner_code(result):
+        return _wrap_function(result, f"{result.__qualname__} (returned by {spec.label})", False)
+    if t is types.MethodType and _is_learner_code(result.__func__):
+        return _wrap_function(result, f"{result.__qualname__} (returned by {spec.label})", False)
+    why = problem(result)
+    if why is not None:
+        raise BoundaryError(f"{spec.label} returned {why}")
+    typed = _typed_problem(result, spec)
+    if typed is not None:
+        raise BoundaryError(typed)
+    return result
+
+
+_ITERATORS = frozenset(
+    type(x)
+    for x in (
+        iter([]),
+        iter(()),
+        iter(range(0)),
+        iter({}),
+        iter(set()),
+        iter({}.values()),
+        iter({}.items()),
+        iter(""),
+        iter(b""),
+        map(int, ()),
+        filter(None, ()),
+        zip(),
+        enumerate(()),
+        reversed([]),
+    )  # fmt: skip
+)
+
+
+def _checked_iterator(it: Any, label: str) -> Iterator[Any]:
+    """Each value `it` yields is checked; send, throw and close reach it as before."""
+    send, throw, close = (getattr(it, n, None) for n in ("send", "throw", "close"))
+
+    def checked() -> Any:
+        __tracebackhide__ = True
+        try:
+            value = next(it)
+        except StopIteration as stop:
+            return stop.value
+        while True:
+            why = problem(value)
+            if why is not None:
+                raise BoundaryError(f"{label} yielded {why}")
+            try:
+                sent = yield value
+            except GeneratorExit:
+                if close is not None:
+                    close()
+                raise
+            except BaseException as e:  # thrown in: the learner's generator gets it
+                if throw is None:
+                    raise
+                try:
+                    value = throw(e)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                value = next(it) if sent is None or send is None else send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+    return checked()
+
+
+_GUARDED: dict[int, Any] = {}  # id(original) -> its wrapper (the original kept alive in it)
+_GUARD_ATTR = "_kata_boundary"
+
+
+def _wrap_function(fn: Any, label: str, keep: bool = True) -> Any:
+    """The guarded version of learner function `fn` (one per function; `keep`: remembered, so
+    that every module naming `fn` gets the same wrapper; not for closures made per call)."""
+    known = _GUARDED.get(id(fn))
+    if known is not None and known.__wrapped__ is fn:
+        return known
+    spec = _Spec(inspect.unwrap(fn) if hasattr(fn, "__wrapped__") else fn, label)
+    learner = _fence().learner_files()
+    frame = sys._getframe
+    cross = _cross
+    generator = inspect.isgeneratorfunction(fn)
+
+    if generator:  # still a generator function: inspect.isgeneratorfunction says so
+
+        def guarded_gen(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            gen = fn(*args, **kwargs)
+            if frame(1).f_code.co_filename in learner:
+                return (yield from gen)
+            return (yield from _checked_iterator(gen, label))
+
+        wrapper = functools.wraps(fn)(guarded_gen)
+    else:
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            result = fn(*args, **kwargs)
+            if frame(1).f_code.co_filename in learner:  # learner code calling its own
+                return result
+            return cross(result, spec)
+
+        wrapper = functools.wraps(fn)(guarded)
+    for name in ("cache_info", "cache_clear", "cache_parameters"):  # functools.cache
+        if hasattr(fn, name):
+            setattr(wrapper, name, getattr(fn, name))
+    setattr(wrapper, _GUARD_ATTR, True)
+    if keep:
+        _GUARDED[id(fn)] = wrapper
+    return wrapper
+
+
+def _is_guarded(obj: Any) -> bool:
+    return getattr(obj, _GUARD_ATTR, False) is True
+
+
+def _guardable(obj: Any) -> bool:
+    """A learner function (or a functools.cache/wraps of one) not yet behind the boundary."""
+    if _is_guarded(obj) or not callable(obj) or isinstance(obj, type):
+        return False
+    if isinstance(obj, types.FunctionType):
+        return _is_learner_code(obj)
+    inner = getattr(obj, "__wrapped__", None)
+    return isinstance(inner, types.FunctionType) and _is_learner_code(inner)
+
+
+_SKIP_METHODS = frozenset(
+    {"__init__", "__new__", "__init_subclass__", "__post_init__", "__repr__", "__str__",
+     "__format__", "__del__", "__setattr__", "__delattr__", "__set_name__", "__reduce__",
+     "__reduce_ex__", "__getstate__", "__setstate__", "__class_getitem__", "__len__",
+     "__contains__", "__exit__", "__copy__", "__deepcopy__", "__dir__", "__sizeof__"}
+)  # fmt: skip
+_CLASSES: set[int] = set()  # ids of learner classes already guarded (kept alive by their module)
+
+
+def _guard_class(cls: type) -> None:
+    """Put the methods of learner class `cls` behind the boundary, in place (once)."""
+    if id(cls) in _CLASSES:
+        return
+    _CLASSES.add(id(cls))
+    owner = cls.__module__.rsplit(".", 1)[-1]
+    for name, attr in list(cls.__dict__.items()):
+        if name in _SKIP_METHODS or name in VALUE_METHODS:
+            continue
+        label = f"{owner}.{cls.__qualname__}.{name}"
+        new: Any = None
+        if isinstance(attr, staticmethod | classmethod) and _guardable(attr.__func__):
+            new = type(attr)(_wrap_function(attr.__func__, label))
+        elif isinstance(attr, property) and attr.fget is not None and _guardable(attr.fget):
+            new = attr.getter(_wrap_function(attr.fget, label))
+        elif isinstance(attr, type) and _is_learner_class(attr):
+            _guard_class(attr)
+        elif _guardable(attr):
+            new = _wrap_function(attr, label)
+        if new is not None:
+            try:
+                setattr(cls, name, new)
+            except (AttributeError, TypeError):  # a class that refuses: left as it is
+                pass
+
+
+_MODULES: dict[str, int] = {}  # module name -> id of the module object guarded
+_SEEN_MODULES: dict[str, int] = {}  # package -> len(sys.modules) when it was last guarded
+
+
+def guard_package(package: str) -> None:
+    """Put every learner callable of kata package `package` (all its modules loaded so far)
+    behind the boundary: functions and classes of learner modules, and the names given modules
+    imported from them. Idempotent and cheap when no module was imported since; the loader
+    calls it whenever a test asks for a module."""
+    if _SEEN_MODULES.get(package) == len(sys.modules) or _fence().kata_files(package) is None:
+        return
+    _SEEN_MODULES[package] = len(sys.modules)
+    prefix = package + "."
+    modules = [m for n, m in list(sys.modules.items()) if n.startswith(prefix) and m is not None]
+    learner_files = _fence().learner_files()
+    for module in modules:
+        if _MODULES.get(module.__name__) == id(module) and not _is_given(module, learner_files):
+            continue
+        _MODULES[module.__name__] = id(module)
+        for name, value in list(vars(module).items()):
+            if name.startswith("__") and name.endswith("__"):
+                continue
+            if isinstance(value, type):
+                if _is_learner_class(value):
+                    _guard_class(value)
+                continue
+            if _guardable(value):
+                owner = str(getattr(value, "__module__", module.__name__)).rsplit(".", 1)[-1]
+                label = f"{owner}.{getattr(value, '__qualname__', name)}"
+                setattr(module, name, _wrap_function(value, label))
+
+
+def _is_given(module: Any, learner_files: dict[str, Any]) -> bool:
+    return getattr(module, "__file__", None) not in learner_files
+
+
+def guarded(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` (a function or bound method) is reached through the boundary."""
+    return _is_guarded(getattr(fn, "__func__", fn))
