@@ -4,7 +4,10 @@ and deadlock cases, TSan again, and the gates against the shortcuts in ../shortc
 from __future__ import annotations
 
 import heapq
+import os
+import random
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -20,6 +23,97 @@ FLAGS = ("-std=c++17", "-pthread")
 
 def before(s: Any, a: int, b: int) -> bool:
     return 0 < s.ran(a)[1] < s.ran(b)[0]
+
+
+def run_seed() -> int:
+    """This grading run's seed for the drawn programs: KATA_SEED if set (to reproduce a
+    failure), else a fresh one; every failure message names it."""
+    return int(os.environ.get("KATA_SEED") or random.SystemRandom().randrange(1 << 32))
+
+
+# --------------------------------------------------------------------------- streams
+@pytest.mark.kata_gate(
+    "an op after wait_event runs before the event's record has completed: random programs of "
+    "records and waits across non-blocking streams, drawn at run time"
+)
+def test_streams_waits_follow_the_events_last_record(new: Any, sched: Any, checker: Any) -> None:
+    """Programs of kernels, records and waits on three non-blocking streams (no implicit
+    synchronization: every order between them comes from events), on 4 workers. Each has at
+    least one wait on another stream's record of a running kernel. Checked on real threads
+    (check_run) and on the logical clock (check_clock) against checker.Model."""
+    seed = run_seed()
+    r = random.Random(seed)
+    for program in range(6):
+        s, m = new(4), checker.Model()
+        streams = [s.stream(sched.NON_BLOCKING) for _ in range(3)]
+        for sid in streams:
+            m.stream(sid, sched.NON_BLOCKING)
+        events = [s.event() for _ in range(2)]
+        calls: list[str] = []
+        forced = r.randrange(8)
+        for i in range(14):
+            if i == forced:  # a kernel on a, recorded; b waits for it, then launches
+                a, b = r.sample(streams, 2)
+                e = r.choice(events)
+                s.launch(a, duration=3, sleep_us=3000)
+                m.op(a, True, 3)
+                s.record(e, a)
+                m.events[e] = m.op(a, False)
+                s.wait_event(b, e)
+                m.op(b, False, 0, {m.events[e]})
+                s.launch(b, duration=1)
+                m.op(b, True, 1)
+                calls.append(f"launch({a}, 3); record({e}, {a}); wait({b}, {e}); launch({b}, 1)")
+                continue
+            kind, st_, e = (
+                r.choice(["launch", "launch", "record", "wait"]),
+                r.choice(streams),
+                r.choice(events),
+            )
+            if kind == "launch":
+                d = r.randint(1, 4)
+                s.launch(st_, duration=d, sleep_us=r.choice([0, 1000]))
+                m.op(st_, True, d)
+            elif kind == "record":
+                s.record(e, st_)
+                m.events[e] = m.op(st_, False)
+            else:
+                s.wait_event(st_, e)
+                m.op(st_, False, 0, {m.events[e]} if e in m.events else set())
+            calls.append(f"{kind}({st_}, {e})")
+        s.synchronize()
+        where = f"(seed {seed}, program {program}: {'; '.join(calls)})"
+        try:
+            checker.check_run(m, s)
+            checker.check_clock(m, s)
+        except AssertionError as err:
+            raise AssertionError(f"wait_event: {err} {where}") from None
+
+
+@pytest.mark.kata_gate(
+    "more kernels run at once on real threads than there are workers, or on more threads: "
+    "1 to 6 workers, more ready kernels than workers"
+)
+@pytest.mark.parametrize("workers", [1, 2, 3, 5])
+def test_streams_never_more_kernels_at_once_than_workers(new: Any, workers: int) -> None:
+    """2 x workers + 1 streams, 2 kernels of 2 ms each: at the start more kernels are ready
+    than there are workers (the logical clock shows `workers` of them starting at tick 0), but
+    no more than `workers` may run at once (kernels.cpp counts them), on at most `workers`
+    distinct threads."""
+    s = new(workers)
+    streams = [s.stream() for _ in range(2 * workers + 1)]
+    ks = [s.launch(st_, duration=2, sleep_us=2000) for _ in range(2) for st_ in streams]
+    s.synchronize()
+    at_zero = sum(s.times(k)[0] == 0 for k in ks)
+    assert at_zero == workers, (
+        f"the logical clock, {workers} workers: {at_zero} of {len(ks)} ready kernels start at "
+        f"tick 0, expected {workers}"
+    )
+    most, threads = s.max_concurrent(), len({s.ran(k)[2] for k in ks})
+    assert most <= workers and threads <= workers, (
+        f"{workers} workers: {most} kernels ran at the same time, on {threads} distinct "
+        f"threads (at most {workers} each): a pool of {workers} worker threads runs the kernels"
+    )
 
 
 # --------------------------------------------------------------------------- the clock model
@@ -38,7 +132,7 @@ def priorities(calls: list[tuple[Any, ...]], n_ops: int) -> list[int]:
             prio.append(streams[call[2] % len(streams)])
         elif events and call[0] == "wait":
             prio.append(streams[call[1] % len(streams)])
-    assert len(prio) == n_ops
+    assert len(prio) == n_ops, f"the model counted {len(prio)} ops, the scheduler {n_ops}"
     return prio
 
 
@@ -98,7 +192,11 @@ def test_clock_three_priorities_one_worker(new: Any) -> None:
     a, b, c = s.stream(priority=0), s.stream(priority=-1), s.stream(priority=-2)
     ka, kb, kc = s.launch(a, duration=1), s.launch(b, duration=1), s.launch(c, duration=1)
     s.synchronize()
-    assert [s.times(k)[0] for k in (kc, kb, ka)] == [0, 1, 2]
+    got = [s.times(k)[0] for k in (kc, kb, ka)]
+    assert got == [0, 1, 2], (
+        f"the logical clock, 1 worker, priorities -2, -1, 0: the kernels start at {got} "
+        "(highest priority first), expected [0, 1, 2]"
+    )
 
 
 # --------------------------------------------------------------------------- default stream
@@ -113,7 +211,10 @@ def test_default_stream_two_blocking_streams_and_stream_zero(new: Any, sched: An
     s.synchronize()
     assert s.times(k0) == (3, 4), "stream 0 waits for both blocking streams"
     assert s.times(k3) == (4, 5), "a blocking stream waits for stream 0"
-    assert before(s, k1, k0) and before(s, k2, k0) and before(s, k0, k3)
+    assert before(s, k1, k0) and before(s, k2, k0) and before(s, k0, k3), (
+        "on real threads: stream 0's kernel starts after both blocking streams' kernels end, "
+        "and the blocking stream's next kernel after it"
+    )
 
 
 @pytest.mark.kata_gate("the legacy default stream does not synchronize with blocking streams")
@@ -124,7 +225,59 @@ def test_default_stream_per_thread_and_stream_zero_on_the_clock(new: Any, sched:
     nb = s.stream(sched.NON_BLOCKING)
     k2 = s.launch(nb, duration=1)  # not
     s.synchronize()
-    assert s.times(k0) == (0, 4) and s.times(k1) == (4, 5) and s.times(k2) == (0, 1)
+    got = [s.times(k) for k in (k0, k1, k2)]
+    assert got == [(0, 4), (4, 5), (0, 1)], (
+        f"the logical clock: stream 0, then the per-thread stream (blocking), and a "
+        f"non-blocking stream: {got}, expected [(0, 4), (4, 5), (0, 1)]"
+    )
+
+
+@pytest.mark.kata_gate(
+    "host threads share one per-thread default stream, or it is not a blocking stream of its "
+    "own: 2 to 4 host threads, with and without the legacy default stream"
+)
+@pytest.mark.parametrize("threads", [2, 3, 4])
+def test_default_stream_each_host_thread_has_its_own(new: Any, sched: Any, threads: int) -> None:
+    """Each host thread launches 2 kernels of 3 ticks on cudaStreamPerThread, `threads` + 1
+    workers: the threads' streams are independent (every first kernel at tick 0, every second
+    at 3); a non-blocking stream's kernel runs beside them; then a kernel on the legacy default
+    stream waits for every per-thread stream (blocking), and a per-thread kernel after it waits
+    for stream 0."""
+    s = new(threads + 1)
+    mine: dict[int, list[int]] = {}
+    lock = threading.Lock()
+    go = threading.Barrier(threads)
+
+    def host(t: int) -> None:
+        go.wait()
+        for _ in range(2):
+            with lock:
+                mine.setdefault(t, []).append(s.launch(sched.PER_THREAD, duration=3))
+
+    hosts = [threading.Thread(target=host, args=(t,)) for t in range(threads)]
+    for h in hosts:
+        h.start()
+    for h in hosts:
+        h.join()
+    nb = s.launch(s.stream(sched.NON_BLOCKING), duration=1)
+    k0 = s.launch(sched.LEGACY_DEFAULT, duration=1)
+    after = s.launch(sched.PER_THREAD, duration=1)  # this (the test's) thread's own stream
+    s.synchronize()
+    got = {t: [s.times(k) for k in ks] for t, ks in sorted(mine.items())}
+    want = {t: [(0, 3), (3, 6)] for t in range(threads)}
+    assert got == want, (
+        f"cudaStreamPerThread from {threads} host threads on {threads + 1} workers: logical times "
+        f"{got}, expected {want}: each host thread has its own in-order stream"
+    )
+    assert s.times(nb) == (0, 1), (
+        f"a non-blocking stream's kernel, with a worker free, runs at {s.times(nb)}, expected "
+        "(0, 1): it waits for nothing"
+    )
+    assert s.times(k0) == (6, 7) and s.times(after) == (7, 8), (
+        f"the legacy default stream waits for every per-thread stream (they are blocking) and "
+        f"a per-thread stream waits for it: stream 0's kernel {s.times(k0)}, expected (6, 7); "
+        f"the per-thread kernel after it {s.times(after)}, expected (7, 8)"
+    )
 
 
 def test_default_stream_events_on_stream_zero(new: Any, sched: Any) -> None:
@@ -136,7 +289,11 @@ def test_default_stream_events_on_stream_zero(new: Any, sched: Any) -> None:
     s.wait_event(nb, e)
     k2 = s.launch(nb, duration=1)
     s.synchronize()
-    assert s.times(k1) == (0, 1) and s.times(k2) == (4, 5) and s.times(k0) == (0, 4)
+    got = [s.times(k) for k in (k0, k1, k2)]
+    assert got == [(0, 4), (0, 1), (4, 5)], (
+        f"the logical clock: an event recorded on stream 0, waited on by a non-blocking stream: "
+        f"{got}, expected [(0, 4), (0, 1), (4, 5)]"
+    )
 
 
 # --------------------------------------------------------------------------- deadlock
@@ -168,7 +325,10 @@ def test_deadlock_value_written_twice(new: Any) -> None:
     k = s.launch(b, duration=2)
     s.write_value(a, 4, 2)  # ... 2 is
     s.synchronize()
-    assert s.times(w)[0] >= 0 and s.times(k) == (0, 2)
+    assert s.times(w)[0] >= 0 and s.times(k) == (0, 2), (
+        f"wait_value(flag 4 >= 2) after a write of 1, then of 2: the wait ends and the kernel "
+        f"runs at {s.times(k)}, expected (0, 2)"
+    )
 
 
 # --------------------------------------------------------------------------- workloads
