@@ -256,6 +256,11 @@ def test_preferred_fresh_random_nodes_against_search(nodes: Any, dp: Any) -> Non
                 f"{where}: minors {[g.index(u) for u in ids]} score {_score(node, ids)}, the"
                 f" best set {best}"
             )
+            with pytest.raises(ValueError):
+                dp.preferred(node, available, [], len(available) + 1)  # more than available
+            if len(must) == 2:
+                with pytest.raises(ValueError):
+                    dp.preferred(node, available, must, 1)  # fewer than must_include
 
     run()
 
