@@ -98,6 +98,16 @@ def test_memory_other_gpus_and_dtypes(kv_math: Any, models: Any) -> None:
     got = kv_math.kv_tokens_that_fit(models.LLAMA_3_70B, models.H200_141GB, weight_dtype="int4")
     assert got == (int(141 * 2**30 * 0.9) - 70_553_706_496 // 2) // 327680
     assert kv_math.kv_bytes_per_token(models.LLAMA_3_2_1B) == 2 * 16 * 8 * 64 * 2
+    # The defaults: bf16 weights and KV, one GPU, 0.9 of its memory.
+    default = kv_math.kv_tokens_that_fit(models.MISTRAL_7B, models.L40S_48GB)
+    explicit = kv_math.kv_tokens_that_fit(
+        models.MISTRAL_7B, models.L40S_48GB, weight_dtype="bf16", kv_dtype="bf16",
+        tensor_parallel=1, gpu_memory_utilization=0.9,
+    )  # fmt: skip
+    assert default == explicit, (
+        f"kv_tokens_that_fit(MISTRAL_7B, L40S_48GB) with its defaults is {default}; with bf16"
+        f" weights and KV, tp 1, 0.9 of the memory it is {explicit}"
+    )
 
 
 @hidden_settings(max_examples=60)
@@ -269,11 +279,17 @@ def test_swap_moves_kv_and_never_recomputes(bm: Any, kv_store: Any) -> None:
     m.add_sequence(0, list(range(17)))  # 5 blocks
     for t in (50, 51, 52):
         m.append_token(0, t)
+    assert m.is_swapped(0) is False, "is_swapped(0) before swap_out must be False"
     m.swap_out(0)
-    assert (gpu.transfers_out, cpu.transfers_in) == (5, 5)
+    assert m.is_swapped(0) is True, "is_swapped(0) after swap_out must be True"
+    assert (gpu.transfers_out, cpu.transfers_in) == (5, 5), (
+        "swap_out of 5 blocks: (gpu.transfers_out, cpu.transfers_in) must be (5, 5), got"
+        f" {(gpu.transfers_out, cpu.transfers_in)}"
+    )
     cpu.write(m.block_table(0)[0], 0, [-7])  # the swapped KV is the truth now (a marker)
     writes = gpu.writes
     m.swap_in(0)
+    assert m.is_swapped(0) is False, "is_swapped(0) after swap_in must be False"
     assert gpu.writes == writes, "swap_in wrote KV: it must transfer what the cpu holds"
     assert gpu.transfers_in == 5 and cpu.transfers_out == 5
     assert read_back(m, gpu, 0)[0] == -7, "swap_in did not bring the cpu's KV back"
