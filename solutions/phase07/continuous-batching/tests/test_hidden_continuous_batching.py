@@ -113,8 +113,18 @@ def test_cost_any_gpu_and_model(cost: Any, hardware: Any, s: dict[str, Any]) -> 
             f"{s['tp']} GPU(s) of {s['mem_bw']:.3g} B/s, {s['dtype']} / {s['kv_dtype']} KV: "
             f"want {value:.6g}"
         )
+    if s["kv_dtype"] == "bf16":  # the defaults: bf16 KV
+        kw.pop("kv_dtype")
+        d = cost.derive_step_cost(model, gpu, **kw)
+        assert d.kv_s_per_token == pytest.approx(want["kv_s_per_token"], rel=1e-9), (
+            "derive_step_cost without kv_dtype: kv_s_per_token must be bf16 KV's"
+        )
 
 
+@pytest.mark.kata_gate(
+    "ridge_tokens, prefill_time or decode_tokens_per_s disagree with the step-cost formula on"
+    " random constants"
+)
 @hidden_settings(max_examples=60)
 @given(
     w=st.floats(1e-4, 0.05), k=st.floats(0, 1e-6), f=st.floats(1e-7, 1e-3), o=st.floats(0, 0.01),
@@ -132,12 +142,18 @@ def test_cost_regimes_any_constants(
     prompt: int,
 ) -> None:
     c = engine.StepCost(w, k, f, o)
-    assert cost.ridge_tokens(c) == pytest.approx(w / f, rel=1e-9)
-    assert cost.prefill_time(c, prompt) == pytest.approx(
-        o + max(f * prompt, w + k * prompt), rel=1e-9
+    where = f"StepCost(weights_s={w}, kv_s_per_token={k}, flop_s_per_token={f}, overhead_s={o})"
+    assert cost.ridge_tokens(c) == pytest.approx(w / f, rel=1e-9), (
+        f"ridge_tokens({where}) must be weights_s / flop_s_per_token = {w / f}"
+    )
+    want = o + max(f * prompt, w + k * prompt)
+    assert cost.prefill_time(c, prompt) == pytest.approx(want, rel=1e-9), (
+        f"prefill_time({where}, {prompt}) must be {want}"
     )
     step = o + max(f * batch, w + k * batch * (context + 1))
-    assert cost.decode_tokens_per_s(c, batch, context) == pytest.approx(batch / step, rel=1e-9)
+    assert cost.decode_tokens_per_s(c, batch, context) == pytest.approx(batch / step, rel=1e-9), (
+        f"decode_tokens_per_s({where}, {batch}, {context}) must be {batch / step}"
+    )
 
 
 # --------------------------------------------------------------------------- metrics
@@ -310,6 +326,17 @@ def test_continuous_rejects_a_prompt_over_the_budget(
         )
     with pytest.raises(ValueError):
         schedulers.ContinuousBatcher(preemption="drop")
+    # The default token budget is vLLM's 8192: a prompt of 8192 runs, one of 8193 never can.
+    big = engine.Engine(toy, num_blocks=1200).run(
+        schedulers.ContinuousBatcher(), [req(engine, 0, 0.0, 8192, 1)]
+    )
+    assert big.steps[0].tokens == {0: 8192}, (
+        f"ContinuousBatcher() (default budget 8192) runs a prompt of 8192 as {big.steps[0].tokens}"
+    )
+    with pytest.raises(ValueError):
+        engine.Engine(toy, num_blocks=1200).run(
+            schedulers.ContinuousBatcher(), [req(engine, 0, 0.0, 8193, 1)]
+        )
 
 
 @pytest.mark.kata_gate(
