@@ -112,7 +112,8 @@ class ResultCollector:
 
     def _once(self, report: pytest.TestReport, rec: KataReportInfo) -> None:
         """Say a kata-wide problem once: the kata's error for a cut-short kata (an import that
-        hung, a spent budget), the full text of a syntax error at its first test only."""
+        hung, a spent budget), the full text of a syntax error at its first test only; and each
+        hint once per task (the first failure it belongs to shows it)."""
         kata = rec.kata
         name = report.nodeid.rsplit("::", 1)[-1]
         hang = rec.hang
@@ -127,6 +128,11 @@ class ResultCollector:
             if (kata, kind) not in self.once:
                 self.once[(kata, kind)] = name
                 self.builder.add_collect_error(report.nodeid, f"not every test ran: {text}")
+        if rec.hint:  # each hint once per task and run, at the first failure it belongs to
+            first = self.once.setdefault((kata, f"hint:{rec.task}:{rec.hint}"), report.nodeid)
+            if first != report.nodeid:
+                title = f"hint for task {rec.task!r}"
+                report.sections = [s for s in report.sections if s[0] != title]
         key = rec.load_error
         if key:
             first = self.once.setdefault((kata, f"load:{key}"), name)
@@ -171,6 +177,7 @@ class ResultCollector:
             output="" if hidden or report.passed else _captured(report),
             hidden=hidden,
             gate=rec.gate,
+            hint=rec.hint,
         )
         if record is not None:
             self.builder.add(record)

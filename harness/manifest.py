@@ -39,17 +39,51 @@ class ManifestError(ValueError):
 
 
 @dataclass(frozen=True)
+class Hint:
+    """One hint of a task. With `tests` (test patterns, as a task's) or `functions` (learner
+    function names) it belongs to the failures of those tests, or of tests whose failing line
+    calls, or whose traceback passes through, one of those functions; without either, to any
+    failure of its task."""
+
+    text: str
+    tests: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+
+    @property
+    def general(self) -> bool:
+        return not (self.tests or self.functions)
+
+    def targets(self, file_name: str, test_name: str, functions: frozenset[str]) -> bool:
+        return any(_match(p, file_name, test_name) for p in self.tests) or bool(
+            functions & set(self.functions)
+        )
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     title: str
     points: int
     tests: tuple[str, ...]  # fnmatch patterns on test names ("test_x*") or "file.py::test_x*"
-    hints: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()  # the hints' texts, in order (`kata hint` shows them one by one)
     weights: tuple[tuple[str, float], ...] = ()  # pattern -> weight of matching tests (default 1)
     tier: str | None = None
     capabilities: tuple[str, ...] = ()
     # When a gate test of this task fails, the task earns at most this fraction of its points.
     gate_fraction: float = 0.0
+    hint_rules: tuple[Hint, ...] = ()  # the hints with what they belong to (`hints` = their texts)
+
+    def hint_for(
+        self, file_name: str, test_name: str, functions: frozenset[str] = frozenset()
+    ) -> str:
+        """The hint for a failure of the test: the first hint that belongs to it (by test
+        pattern or learner function), else the task's first general hint; "" when none."""
+        base = test_name.split("[", 1)[0]
+        rules = self.hint_rules or tuple(Hint(h) for h in self.hints)
+        for rule in rules:
+            if rule.targets(file_name, base, functions):
+                return rule.text
+        return next((r.text for r in rules if r.general), "")
 
     def matches(self, file_name: str, test_name: str) -> bool:
         return any(_match(p, file_name, test_name) for p in self.tests)
@@ -316,11 +350,52 @@ def _parse_task(f: _Fields, gate_default: float = 0.0) -> Task:
             raise f.fail(f"weights.{pattern}", f"must be a positive number, got {w!r}")
         weights.append((pattern, float(w)))
     tier = f.choice("tier", TIERS, None) if "tier" in f.table else None
+    hints = _hints(f)
     return Task(
-        id=task_id, title=f.text("title"), points=points, tests=tests, hints=f.strings("hints"),
-        weights=tuple(weights), tier=tier, capabilities=f.choices("capabilities", CAPABILITIES),
-        gate_fraction=_gate_fraction(f, gate_default),
+        id=task_id, title=f.text("title"), points=points, tests=tests,
+        hints=tuple(h.text for h in hints), weights=tuple(weights), tier=tier,
+        capabilities=f.choices("capabilities", CAPABILITIES),
+        gate_fraction=_gate_fraction(f, gate_default), hint_rules=hints,
     )  # fmt: skip
+
+
+_HINT = {"text", "tests", "functions"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _hints(f: _Fields) -> tuple[Hint, ...]:
+    """`hints`: strings (for any failure of the task) or tables ``{ text = "...", tests =
+    ["test_x*"], functions = ["param_count"] }`` (also written ``[[tasks.hints]]``)."""
+    raw = f.get("hints", list, [], "a list of strings or tables { text, tests, functions }")
+    out = []
+    for i, item in enumerate(raw):
+        where = f"{f.name('hints')}[{i}]"
+        if isinstance(item, str):
+            if not item.strip():
+                raise ManifestError(f.path, where, "must not be empty")
+            out.append(Hint(item))
+            continue
+        if not isinstance(item, dict):
+            raise ManifestError(
+                f.path,
+                where,
+                f"must be a string or a table {{ text, tests, functions }}, got {item!r}",
+            )
+        h = _Fields(f.path, item, f"{where}.")
+        h.unknown(_HINT)
+        text, tests, functions = h.text("text"), h.strings("tests"), h.strings("functions")
+        for j, name in enumerate(functions):
+            if not _IDENT.match(name):
+                raise ManifestError(
+                    f.path, f"{where}.functions[{j}]", f"must be a function name, got {name!r}"
+                )
+        if not (tests or functions):
+            raise h.fail(
+                "tests",
+                "or functions must name what the hint is for (or write the hint as a plain string)",
+            )
+        out.append(Hint(text, tests, functions))
+    return tuple(out)
 
 
 def load_manifest(path: Path | str) -> Manifest:

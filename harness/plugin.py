@@ -7,7 +7,7 @@ Each hook has one job; the machinery lives in its own module:
   manifest and adds the hidden tests from ``solutions/``;
 - ``kata`` fixture (:mod:`harness.loader`): the learner's sources or the reference solution;
 - tiers (:mod:`harness.tiers`): probed once on the controller, handed to xdist workers;
-- learner view: unimplemented stubs report as *not started*; failures carry their task's hint;
+- learner view: unimplemented stubs report as *not started*; a failure carries the hint for it;
 - results: each report carries a :class:`~harness.api.KataReportInfo`; on the controller
   :class:`~harness.collector.ResultCollector` builds :mod:`harness.results` from them, saves them
   for ``kata progress`` and renders them (:mod:`harness.terminal`, the report writers).
@@ -16,6 +16,7 @@ Each hook has one job; the machinery lives in its own module:
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -589,6 +590,30 @@ def _message(excinfo: pytest.ExceptionInfo[BaseException], hidden: bool) -> str:
     return excinfo.exconly()[:4000]
 
 
+_CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def _functions_in(
+    excinfo: pytest.ExceptionInfo[BaseException], item: pytest.Item, info: KataItemInfo
+) -> frozenset[str]:
+    """The learner functions a failure involves, for the hints that belong to them: those the
+    traceback passes through in the kata's own files, and those the test's failing line calls."""
+    names: set[str] = set()
+    kata_dir, tests_dir = info.manifest.dir, info.manifest.dir / "tests"
+    for entry in excinfo.traceback:
+        path = Path(str(entry.path))
+        if kata_dir in path.parents and tests_dir not in path.parents:
+            names.add(entry.name)
+    for entry in reversed(excinfo.traceback):
+        if Path(str(entry.path)) == item.path:
+            try:
+                names.update(_CALLED.findall(str(entry.statement)))
+            except Exception:  # noqa: BLE001 - no source (a test run from memory): frames only
+                pass
+            break
+    return frozenset(names)
+
+
 def _failing_source(excinfo: pytest.ExceptionInfo[BaseException], item: pytest.Item):
     for entry in reversed(excinfo.traceback):
         if Path(str(entry.path)) == item.path:
@@ -648,7 +673,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
                 )
             if info.task is not None and info.task.hints and not _load_problem(call.excinfo):
-                report.sections.append((f"hint for task {info.task.id!r}", info.task.hints[0]))
+                name = item.name if isinstance(item, pytest.Function) else item.nodeid
+                hint = info.task.hint_for(
+                    item.path.name, name, _functions_in(call.excinfo, item, info)
+                )
+                if hint:  # shown once per task and run: ResultCollector drops the repeats
+                    rec.hint = hint
+                    report.sections.append((f"hint for task {info.task.id!r}", hint))
     rec.attach(report)
     return report
 

@@ -57,6 +57,7 @@ class TestRecord:
     gate: str = ""  # a gate test's sentence (@pytest.mark.kata_gate), whatever its outcome
     seq: int = -1  # position in pytest's collection order (test-file order); -1: unknown
     missing: str = ""  # the tier or capability this machine lacks, when that skipped the test
+    hint: str = ""  # the task's hint for this failure (the one that belongs to this test)
 
     @property
     def ok(self) -> bool:
@@ -158,6 +159,17 @@ class TaskResult:
         if NOT_STARTED in outcomes and not outcomes & {FAILED, ERROR}:
             return TASK_IN_PROGRESS
         return TASK_FAILING
+
+    @property
+    def failure_hints(self) -> list[str]:
+        """The hints for what failed, each once, in test order; for a task that has no failure
+        yet (not started, in progress), its first hint."""
+        failed = [t for t in self.tests if t.outcome in (FAILED, ERROR)]
+        if failed:  # none when what failed has no hint (a syntax error, a hint for other tests)
+            return list(dict.fromkeys(t.hint for t in failed if t.hint))
+        if self.status in (TASK_IN_PROGRESS, TASK_NOT_STARTED) and self.hints:
+            return [self.hints[0]]
+        return []
 
     @property
     def skip_reasons(self) -> list[str]:

@@ -89,11 +89,7 @@ class Row:
             return ""
         return split_nodeid(self.record.nodeid)[0]
 
-    @property
-    def hint(self) -> str:
-        """The task's first hint, shown with a failure (as the terminal does)."""
-        failing = self.outcome in (FAILED, ERROR, NOT_STARTED)
-        return self.task.hints[0] if failing and self.task.hints else ""
+    hint: str = ""  # the hint shown with this test: once per task, at its first test (rows())
 
     @property
     def message(self) -> str:
@@ -147,8 +143,22 @@ def rows(result: RunResult) -> Iterator[Row]:
                 yield Row(kata, task, None, float(task.possible), f"{ki}.{ti}.1")
                 continue
             pairs = zip(task.tests, task.shares, task.scores, strict=True)
+            shown: set[str] = set()
             for i, (record, share, score) in enumerate(pairs, 1):
-                yield Row(kata, task, record, share, f"{ki}.{ti}.{i}", score)
+                hint = _row_hint(task, record)
+                yield Row(
+                    kata, task, record, share, f"{ki}.{ti}.{i}", score, hint * (hint not in shown)
+                )
+                shown.add(hint)
+
+
+def _row_hint(task: TaskResult, record: TestRecord) -> str:
+    """The hint for this test's failure; a not-started test gets the task's first hint."""
+    if record.outcome in (FAILED, ERROR):
+        return record.hint
+    if record.outcome == NOT_STARTED and task.hints:
+        return task.hints[0]
+    return ""
 
 
 def gate_line(task: TaskResult, gate: str) -> str:

@@ -173,10 +173,8 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "earned": fmt_points(t.earned),
                 "points": t.points,
                 "pct": _pct(t.earned, t.points),
-                "hint": t.hints[0]
-                if t.hints and t.status in (TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED)
-                else "",
-                "more_hints": max(0, len(t.hints) - 1),
+                "hints": t.failure_hints,  # for what failed, each once
+                "more_hints": max(0, len(t.hints) - len(t.failure_hints)),
                 "skip_reasons": t.skip_reasons,
                 "gates": [gate_line(t, g) for g in t.gate_reasons],
                 "tests": by_task.get(t.id, []),

@@ -61,8 +61,8 @@ def render(result: RunResult) -> str:
                 out.append(
                     f"- **{_cell(row.kata.id)} › {_cell(row.task.title)}** (`{row.task.id}`)"
                 )
-                if row.task.hints:
-                    out.append(f"  - 💡 Hint: {_cell(row.task.hints[0])}")
+                for hint in row.task.failure_hints:
+                    out.append(f"  - 💡 Hint: {_cell(hint)}")
             first = row.message.strip().splitlines()[0] if row.message.strip() else ""
             out.append(f"  - `{_cell(row.test_name)}`: {_cell(first)[:300]}")
     if result.notes:

@@ -85,6 +85,38 @@ def test_good_manifest_loads(tmp_path: Path) -> None:
             "at least one",
         ),
         ('hints = ["h1", "h2"]', "hints = [1]", "tasks[0].hints[0]", "must be a string"),
+        ('hints = ["h1", "h2"]', 'hints = "h1"', "tasks[0].hints", "a list of strings or tables"),
+        (
+            'hints = ["h1", "h2"]',
+            'hints = ["h1", { tests = ["t*"] }]',
+            "tasks[0].hints[1].text",
+            "is required",
+        ),
+        (
+            'hints = ["h1", "h2"]',
+            'hints = [{ text = "h", colour = 1, tests = ["t"] }]',
+            "tasks[0].hints[0].colour",
+            "unknown field",
+        ),
+        (
+            'hints = ["h1", "h2"]',
+            'hints = [{ text = "h" }]',
+            "tasks[0].hints[0].tests",
+            "or functions must name what the hint is for",
+        ),
+        (
+            'hints = ["h1", "h2"]',
+            'hints = [{ text = "h", tests = [2] }]',
+            "tasks[0].hints[0].tests[0]",
+            "must be a string",
+        ),
+        (
+            'hints = ["h1", "h2"]',
+            'hints = [{ text = "h", functions = ["a.b()"] }]',
+            "tasks[0].hints[0].functions[0]",
+            "must be a function name",
+        ),
+        ('hints = ["h1", "h2"]', 'hints = [" "]', "tasks[0].hints[0]", "must not be empty"),
         (
             '{ "test_add_big" = 3 }',
             '{ "test_add_big" = 0 }',
@@ -144,3 +176,35 @@ def test_bad_manifest_is_a_collection_error_naming_file_and_field(repo) -> None:
     out = result.stdout.str()
     assert "invalid kata manifest" in out and "kata.toml: tasks[1].points" in out
     assert "Traceback" not in out
+
+
+def test_hints_belong_to_tests_and_functions(tmp_path: Path) -> None:
+    """Plain strings (today's form) are for any failure of the task; a table's hint for the
+    tests or learner functions it names, also written as [[tasks.hints]]."""
+    text = (
+        GOOD.replace('hints = ["h1", "h2"]\n', "")
+        + """
+[[tasks.hints]]
+text = "for big ones"
+tests = ["test_add_big*"]
+
+[[tasks.hints]]
+text = "carry the one"
+functions = ["carry"]
+
+[[tasks.hints]]
+text = "in general"
+"""
+    )
+    with pytest.raises(ManifestError, match=r"tasks\[0\]\.hints\[2\]\.tests: or functions"):
+        load_manifest(write(tmp_path, text))
+    task = load_manifest(write(tmp_path, text.split("[[tasks.hints]]\ntext = \"in general\"")[0])).task("add")
+    assert task.hints == ("for big ones", "carry the one")
+    assert task.hint_for("t.py", "test_add_big[3]") == "for big ones"
+    assert task.hint_for("t.py", "test_add", frozenset({"carry"})) == "carry the one"
+    assert task.hint_for("t.py", "test_add") == "", "no hint for what failed"
+    plain = load_manifest(write(tmp_path, GOOD)).task("add")
+    assert plain.hint_for("t.py", "test_add_big") == "h1"  # today's form: the first, always
+    mixed = GOOD.replace('["h1", "h2"]', '[{ text = "big", tests = ["test_add_big"] }, "h2"]')
+    task = load_manifest(write(tmp_path, mixed)).task("add")
+    assert task.hint_for("t.py", "test_add_big") == "big" and task.hint_for("t.py", "x") == "h2"
