@@ -198,7 +198,9 @@ text = "in general"
     )
     with pytest.raises(ManifestError, match=r"tasks\[0\]\.hints\[2\]\.tests: or functions"):
         load_manifest(write(tmp_path, text))
-    task = load_manifest(write(tmp_path, text.split("[[tasks.hints]]\ntext = \"in general\"")[0])).task("add")
+    task = load_manifest(
+        write(tmp_path, text.split('[[tasks.hints]]\ntext = "in general"')[0])
+    ).task("add")
     assert task.hints == ("for big ones", "carry the one")
     assert task.hint_for("t.py", "test_add_big[3]") == "for big ones"
     assert task.hint_for("t.py", "test_add", frozenset({"carry"})) == "carry the one"
