@@ -25,15 +25,57 @@ from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
 
 # Test outcomes, from the learner's point of view.
 PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR = "passed", "failed", "not_started", "skipped", "error"
-# Task statuses.
-TASK_PASSED, TASK_FAILING, TASK_IN_PROGRESS, TASK_NOT_STARTED, TASK_SKIPPED, TASK_NOT_RUN = (
-    "passed",
-    "failing",
-    "in progress",  # some tests pass, the rest are not started: nothing is wrong yet
-    "not started",
-    "skipped",
-    "not run",
+# Statuses: the one vocabulary every format says of a task, a kata and a run (the terminal,
+# HTML, Markdown, JSON, JUnit and the graders' free-text fields; the graders' own pass/fail
+# fields are mapped from it). A missing tier or capability is a skip, never a failure.
+TASK_PASSED = STATUS_PASSED = "passed"
+TASK_PASSED_WITH_SKIPS = STATUS_PASSED_WITH_SKIPS = (
+    "passed with skips"  # the rest could not run here
 )
+TASK_FAILING = STATUS_FAILING = "failing"
+TASK_IN_PROGRESS = STATUS_IN_PROGRESS = "in progress"  # some pass, the rest not started yet
+TASK_NOT_STARTED = STATUS_NOT_STARTED = "not started"
+TASK_SKIPPED = STATUS_SKIPPED = "skipped"  # nothing of it can run on this machine (or grader)
+TASK_NOT_RUN = STATUS_NOT_RUN = "not run"  # none of its tests was selected in this run
+STATUS_ERROR = "error"  # a kata or run with errors (a crash, a broken manifest, a cut-short kata)
+STATUSES = (
+    STATUS_PASSED, STATUS_PASSED_WITH_SKIPS, STATUS_FAILING, STATUS_IN_PROGRESS,
+    STATUS_NOT_STARTED, STATUS_SKIPPED, STATUS_NOT_RUN, STATUS_ERROR,
+)  # fmt: skip
+PASSING_STATUSES = (STATUS_PASSED, STATUS_PASSED_WITH_SKIPS)  # what a grader's "pass" is
+
+
+def task_status(outcomes: set[str]) -> str:
+    """A task's status from its tests' outcomes (an empty set: none ran)."""
+    if not outcomes:
+        return STATUS_NOT_RUN
+    if outcomes & {FAILED, ERROR}:
+        return STATUS_FAILING
+    if outcomes == {PASSED}:
+        return STATUS_PASSED
+    if outcomes == {SKIPPED}:
+        return STATUS_SKIPPED
+    if outcomes == {PASSED, SKIPPED}:
+        return STATUS_PASSED_WITH_SKIPS
+    if PASSED in outcomes:
+        return STATUS_IN_PROGRESS
+    return STATUS_NOT_STARTED
+
+
+def combined_status(statuses: list[str], error: bool = False) -> str:
+    """A kata's status from its tasks', or a run's from its katas'."""
+    found = set(statuses)
+    if error or STATUS_ERROR in found:
+        return STATUS_ERROR
+    if STATUS_FAILING in found:
+        return STATUS_FAILING
+    if found and found <= {STATUS_PASSED}:
+        return STATUS_PASSED
+    if found and found <= {STATUS_PASSED, STATUS_PASSED_WITH_SKIPS, STATUS_SKIPPED}:
+        return STATUS_PASSED_WITH_SKIPS if found & set(PASSING_STATUSES) else STATUS_SKIPPED
+    if found & {STATUS_PASSED, STATUS_PASSED_WITH_SKIPS, STATUS_IN_PROGRESS}:
+        return STATUS_IN_PROGRESS
+    return STATUS_NOT_STARTED
 
 
 @dataclass
@@ -147,18 +189,7 @@ class TaskResult:
     def status(self) -> str:
         if self.excused:
             return TASK_SKIPPED
-        if not self.tests:
-            return TASK_NOT_RUN
-        outcomes = {t.outcome for t in self.tests}
-        if outcomes == {PASSED}:
-            return TASK_PASSED
-        if outcomes == {SKIPPED}:
-            return TASK_SKIPPED
-        if outcomes <= {NOT_STARTED, SKIPPED}:
-            return TASK_NOT_STARTED
-        if NOT_STARTED in outcomes and not outcomes & {FAILED, ERROR}:
-            return TASK_IN_PROGRESS
-        return TASK_FAILING
+        return task_status({t.outcome for t in self.tests})
 
     @property
     def failure_hints(self) -> list[str]:
@@ -206,10 +237,9 @@ class KataResult:
 
     @property
     def status(self) -> str:
-        if self.errors:
-            return ERROR
-        graded = [t for t in self.tasks if not t.excused]
-        return PASSED if all(t.status == TASK_PASSED for t in graded) else FAILED
+        """One of :data:`STATUSES`, from its tasks' (a task left out by the grader aside)."""
+        graded = [t.status for t in self.tasks if not t.excused]
+        return combined_status(graded or [STATUS_SKIPPED], error=bool(self.errors))
 
 
 @dataclass
@@ -233,11 +263,9 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        if self.errors or any(k.errors for k in self.katas):
-            return ERROR
-        if self.katas and all(k.status == PASSED for k in self.katas):
-            return PASSED
-        return FAILED
+        """One of :data:`STATUSES`, from its katas'; a run that found no kata is an error."""
+        katas = [k.status for k in self.katas]
+        return combined_status(katas, error=bool(self.errors) or not self.katas)
 
     def kata(self, kata_id: str) -> KataResult:
         for k in self.katas:

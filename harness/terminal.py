@@ -10,11 +10,13 @@ from typing import Any
 
 from .guide import PARTIAL_NOTE, command
 from .results import (
+    PASSING_STATUSES,
     TASK_FAILING,
     TASK_IN_PROGRESS,
     TASK_NOT_RUN,
     TASK_NOT_STARTED,
     TASK_PASSED,
+    TASK_PASSED_WITH_SKIPS,
     TASK_SKIPPED,
     KataResult,
     RunResult,
@@ -23,6 +25,7 @@ from .results import (
 
 _MARK = {
     TASK_PASSED: ("✓", {"green": True}),
+    TASK_PASSED_WITH_SKIPS: ("✓", {"green": True}),
     TASK_FAILING: ("✗", {"red": True}),
     TASK_IN_PROGRESS: ("◐", {"yellow": True}),
     TASK_NOT_STARTED: ("○", {"yellow": True}),
@@ -46,8 +49,8 @@ def task_detail(task: TaskResult) -> str:
             cap = task.gate_cap
             detail += f"; a gate failed: at most {fmt_points(cap)}" if cap else "; a gate failed: 0"
         return detail
-    if status == TASK_SKIPPED:
-        return "skipped: " + "; ".join(task.skip_reasons)
+    if status in (TASK_SKIPPED, TASK_PASSED_WITH_SKIPS):
+        return f"{status}: " + "; ".join(task.skip_reasons)
     return status
 
 
@@ -58,7 +61,8 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
     """
     out: list[tuple[str, dict[str, bool]]] = []
     head = f"phase {kata.phase:02d} · {kata.id} — {kata.title}"
-    out.append((f"{head}  {fmt_points(kata.earned)}/{kata.points} points", {"bold": True}))
+    pts = f"{fmt_points(kata.earned)}/{kata.points} points"
+    out.append((f"{head}  {pts} · {kata.status}", {"bold": True}))
     width = max(len(t.id) for t in kata.tasks)
     for t in kata.tasks:
         mark, markup = _MARK[t.status]
@@ -79,6 +83,8 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
         out.append((f"  next: {nxt.id} — {nxt.title}.{hint}", {"bold": True}))
     elif all(t.status == TASK_PASSED for t in kata.tasks):
         out.append(("  all tasks pass — well done.", {"green": True}))
+    elif all(t.status in (*PASSING_STATUSES, TASK_SKIPPED) for t in kata.tasks):
+        out.append(("  all tasks pass that this machine can run.", {"green": True}))
     return out
 
 

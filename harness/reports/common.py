@@ -63,6 +63,12 @@ class Row:
         return self.outcome == PASSED
 
     @property
+    def not_failed(self) -> bool:
+        """What a grader's pass/fail mark says: passed, or skipped because this machine lacks a
+        tier or tool (never a failure of the submission; its points stay unearned)."""
+        return self.outcome in (PASSED, SKIPPED)
+
+    @property
     def score(self) -> float:
         if self.earned is not None:
             return self.earned

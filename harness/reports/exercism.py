@@ -45,7 +45,7 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
     )
     tests = []
     for _, row in ordered:
-        status = "pass" if row.ok else "error" if row.outcome == ERROR else "fail"
+        status = "pass" if row.not_failed else "error" if row.outcome == ERROR else "fail"
         tests.append(
             {
                 "name": row.name,

@@ -44,7 +44,7 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "number": row.number,
                 "score": row.score,
                 "max_score": row.max_points,
-                "status": "passed" if row.ok else "failed",
+                "status": "passed" if row.not_failed else "failed",
                 "output": row.text(),
                 "output_format": "text",
                 "tags": [row.kata.id, row.task.id],
@@ -56,7 +56,7 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         if b is not None:
             leaderboard.append({"name": f"{row.kata.id} {row.test_name}", "value": b[0]})
     status = result.status
-    head = f"{fmt_points(result.earned)}/{result.points} points"
+    head = f"{fmt_points(result.earned)}/{result.points} points · {status}"
     out: dict[str, Any] = {
         "score": result.earned,
         "execution_time": round(result.duration, 3),

@@ -30,12 +30,14 @@ from ..results import (
     NOT_STARTED,
     PASSED,
     SKIPPED,
-    TASK_FAILING,
-    TASK_IN_PROGRESS,
-    TASK_NOT_RUN,
-    TASK_NOT_STARTED,
-    TASK_PASSED,
-    TASK_SKIPPED,
+    STATUS_ERROR,
+    STATUS_FAILING,
+    STATUS_IN_PROGRESS,
+    STATUS_NOT_RUN,
+    STATUS_NOT_STARTED,
+    STATUS_PASSED,
+    STATUS_PASSED_WITH_SKIPS,
+    STATUS_SKIPPED,
     RunResult,
 )
 from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
@@ -53,13 +55,16 @@ _OUTCOME = {
     SKIPPED: ("skip", "skipped"),
     NOT_RUN: ("none", "not run"),
 }
-_TASK = {
-    TASK_PASSED: "pass",
-    TASK_FAILING: "fail",
-    TASK_IN_PROGRESS: "todo",
-    TASK_NOT_STARTED: "todo",
-    TASK_SKIPPED: "skip",
-    TASK_NOT_RUN: "none",
+# CSS class of each status (of a task, a kata and the run).
+_STATUS_CSS = {
+    STATUS_PASSED: "pass",
+    STATUS_PASSED_WITH_SKIPS: "pass",
+    STATUS_FAILING: "fail",
+    STATUS_ERROR: "fail",
+    STATUS_IN_PROGRESS: "todo",
+    STATUS_NOT_STARTED: "todo",
+    STATUS_SKIPPED: "skip",
+    STATUS_NOT_RUN: "none",
 }
 
 
@@ -169,7 +174,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "id": t.id,
                 "title": t.title,
                 "status": t.status,
-                "css": _TASK[t.status],
+                "css": _STATUS_CSS[t.status],
                 "earned": fmt_points(t.earned),
                 "points": t.points,
                 "pct": _pct(t.earned, t.points),
@@ -193,6 +198,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "phase": kata.phase,
                 "path": kata.path,
                 "status": kata.status,
+                "css": _STATUS_CSS[kata.status],
                 "earned": fmt_points(kata.earned),
                 "points": kata.points,
                 "pct": _pct(kata.earned, kata.points),
@@ -220,6 +226,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         "tiers": ", ".join(result.tiers) or "cpu",
         "duration": _duration(result.duration),
         "status": result.status,
+        "status_css": _STATUS_CSS[result.status],
         "earned": fmt_points(result.earned),
         "points": result.points,
         "pct": _pct(result.earned, result.points),

@@ -100,6 +100,7 @@ def build(result: RunResult, family: str = "xunit2") -> ET.Element:
         }
         for task in kata.tasks:
             props[f"task:{task.id}"] = f"{fmt_points(task.earned)}/{task.points}"
+            props[f"task:{task.id}:status"] = task.status
         _props(suite, props)
         counts = {"failure": 0, "error": 0, "skipped": 0, "passed": 0}
         elapsed = 0.0

@@ -16,6 +16,7 @@ from ..results import (
     TASK_IN_PROGRESS,
     TASK_NOT_STARTED,
     TASK_PASSED,
+    TASK_PASSED_WITH_SKIPS,
     RunResult,
 )
 from .common import error_summary, fmt_points, rows
@@ -23,6 +24,7 @@ from .options import ReportOptions
 
 _ICON = {
     TASK_PASSED: "✅",
+    TASK_PASSED_WITH_SKIPS: "✅",
     TASK_FAILING: "❌",
     TASK_IN_PROGRESS: "🟡",
     TASK_NOT_STARTED: "⭕",
@@ -36,6 +38,7 @@ def _cell(text: str) -> str:
 
 def render(result: RunResult) -> str:
     out = [f"## gpu-katas: {fmt_points(result.earned)}/{result.points} points", ""]
+    out += [f"Status: **{result.status}**.", ""]
     if result.impl != "learner":
         out += [f"Implementation under test: `{result.impl}`.", ""]
     out += ["| Phase | Kata | Task | Status | Points |", "| ---: | --- | --- | --- | ---: |"]

@@ -45,7 +45,7 @@ def build(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         )
     gradable = bool(result.katas) and not result.errors
     errs = error_summary(result)
-    message = f"{fmt_points(result.earned)}/{result.points} points"
+    message = f"{fmt_points(result.earned)}/{result.points} points · {result.status}"
     out: dict[str, Any] = {
         "gradable": gradable,
         "score": round(result.earned / result.points, 4) if result.points else 0.0,
