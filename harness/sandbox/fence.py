@@ -9,7 +9,8 @@ code may import from the harness is the explicit :data:`ALLOWED` list (docs/kata
 reference, loaded for budgets) and ``solutions`` are refused.
 
 Learner code is every module of the kata implementation being run (the learner's directory, or a
-shortcut's over the reference) except its tests and the modules the manifest lists in ``given``;
+shortcut's or a patch's files over the reference: their directory materialised by
+:mod:`harness.patches`, which the audit hook guards as it guards ``solutions/``) except its tests and the modules the manifest lists in ``given``;
 a helper module the learner adds is learner code too. A manifest without ``given`` fences its
 ``files`` only.
 
