@@ -16,6 +16,7 @@ docs/budgets.md is the instructor's guide.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -149,6 +150,9 @@ class KataBudget:
         check: Callable[..., Any] | None = None,
         metric: str = "time",
         cost: Callable[[Any], float] | None = None,
+        moves: float = 0.0,
+        flops: float = 0.0,
+        peak: Any = None,
         **settings: Any,
     ) -> Verdict:
         """Fail the test unless `candidate` (the learner's) stays within `ratio` x `reference`.
@@ -160,6 +164,12 @@ class KataBudget:
         `reference=None` uses the reference cost recorded in kata.toml (``[budgets.<name>]``
         ``reference = ...``, counted metrics only). kata.toml's ``[budgets.<name>] ratio``
         overrides `ratio`. Other keywords go to :func:`harness.budgets.measure.compare`.
+
+        `moves` (bytes one call moves) and `flops` (FLOPs one call does), with `peak` (a
+        harness.physics.Peak: the device's, e.g. the cuda fixture's ``device_peak()``), bound the
+        learner's rate by physics: above the peak (with harness.physics.MARGIN) the budget fails
+        with that sentence. A time metric only: wall/CPU time, or a cost in seconds ("GPU
+        seconds"). The report gets each side's rate and its fraction of the peak.
         """
         __tracebackhide__ = True
         entry = self._entry(name)
@@ -186,10 +196,81 @@ class KataBudget:
             recorded=recorded,
             **settings,
         )
+        if peak is not None and (moves or flops):
+            self._bound_by_physics(verdict, metric, moves, flops, peak)
         self._record(verdict)
         if not verdict.passed:
             pytest.fail(verdict.message(settings.get("suspicious", 100.0)), pytrace=False)
         return verdict
+
+    def _bound_by_physics(
+        self, verdict: Verdict, metric: str, moves: float, flops: float, peak: Any
+    ) -> None:
+        if metric not in CLOCKS and "second" not in metric:
+            raise TypeError(f"budget {verdict.name!r}: moves=/flops= need a time metric")
+        scale = 1e-9 if metric in CLOCKS else 1.0  # clocks count ns
+        why = self.rates(
+            verdict.name,
+            verdict.learner_cost * scale,
+            moves=moves,
+            flops=flops,
+            peak=peak,
+            reference_seconds=verdict.reference_cost * scale,
+        )
+        if why and not verdict.wrong:
+            verdict.wrong = why
+
+    def rates(
+        self,
+        name: str,
+        seconds: float,
+        *,
+        moves: float = 0.0,
+        flops: float = 0.0,
+        peak: Any = None,
+        reference_seconds: float | None = None,
+    ) -> str | None:
+        """Report a timed kernel's rates (bytes/s, FLOP/s) and their fraction of `peak` (a
+        harness.physics.Peak); return the failure sentence when the learner's rate is above the
+        peak (harness.physics.MARGIN) and the reference's is not, else None. When the
+        reference too is above it, the peak is not this measurement's bound (a cache holds the
+        data): no verdict, a note. `physical()` is the same, failing the test."""
+        from harness.physics import impossible, rate_text
+
+        rates = self.metrics.setdefault("rates", {})
+        if peak is not None:
+            rates["peak"] = {"device": peak.device, "how": peak.how}
+        for who, secs in (("yours", seconds), ("reference", reference_seconds)):
+            if secs is None or not (secs > 0 and math.isfinite(secs)):
+                continue
+            entry: dict[str, Any] = {}
+            if moves:
+                entry["bytes/s"] = rate_text(moves / secs, "B/s")
+            if flops:
+                entry["FLOP/s"] = rate_text(flops / secs, "FLOP/s")
+            if peak is not None:
+                share = peak.fraction(
+                    bytes_per_s=moves / secs if moves else 0.0,
+                    flops_per_s=flops / secs if flops else 0.0,
+                )
+                entry["of peak"] = round(share, 3)
+            rates[f"{name} ({who})"] = entry
+        why = impossible(peak, bytes_moved=moves, flops=flops, seconds=seconds)
+        if (
+            why
+            and reference_seconds is not None
+            and impossible(peak, bytes_moved=moves, flops=flops, seconds=reference_seconds)
+        ):
+            rates["note"] = f"the reference too is above {peak.device}'s peak: no bound applied"
+            return None
+        return f"budget {name!r}: {why}" if why else None
+
+    def physical(self, name: str, seconds: float, **kw: Any) -> None:
+        """`rates(...)`, failing the test with its sentence when the speed beats physics."""
+        __tracebackhide__ = True
+        why = self.rates(name, seconds, **kw)
+        if why:
+            pytest.fail(why, pytrace=False)
 
     def instructions(
         self, program: Any, *args: str, function: str | None = None, stdin: str | None = None

@@ -20,6 +20,15 @@ np = lazy_module("numpy")  # imported on first use: a run without CUDA katas nev
 
 __all__ = ["CudaBindings"]
 
+_ATTRIBUTES = {  # harness.cuda.gpu.ATTRIBUTES's keys, by CUdevice_attribute name
+    "clock_khz": "CLOCK_RATE",
+    "sm_count": "MULTIPROCESSOR_COUNT",
+    "memory_clock_khz": "MEMORY_CLOCK_RATE",
+    "memory_bus_bits": "GLOBAL_MEMORY_BUS_WIDTH",
+    "cc_major": "COMPUTE_CAPABILITY_MAJOR",
+    "cc_minor": "COMPUTE_CAPABILITY_MINOR",
+}
+
 
 def _buffer(size: int) -> bytes:
     # cuda-python fills a bytes object in place; a fresh one (CPython shares 0- and 1-byte ones).
@@ -61,6 +70,7 @@ class CudaBindings:
             "cuDeviceGetAttribute",
         )
         self.arch = f"sm_{major}{minor}"  # a real architecture: NVRTC then emits a cubin
+        self.dev = dev
 
     # ------------------------------------------------------------------ status handling
     def _ok(self, result: Any, call: str, kernel: str | None = None) -> Any:
@@ -82,6 +92,19 @@ class CudaBindings:
         except Exception:  # an NVRTC status, or a driver that cannot name it
             pass
         return getattr(status, "name", None) or str(status)
+
+    def attributes(self) -> dict[str, Any]:
+        """The device's name and clocks, bus width, SMs, compute capability (the keys of
+        harness.cuda.gpu.ATTRIBUTES), for harness.budgets.physics."""
+        cu = self.cu
+        raw = self._ok(cu.cuDeviceGetName(256, self.dev), "cuDeviceGetName")
+        name = raw.split(b"\0", 1)[0].decode() if isinstance(raw, bytes) else str(raw)
+        out: dict[str, Any] = {"name": name}
+        attr = cu.CUdevice_attribute
+        for key, which in _ATTRIBUTES.items():
+            value = cu.cuDeviceGetAttribute(getattr(attr, f"CU_DEVICE_ATTRIBUTE_{which}"), self.dev)
+            out[key] = self._ok(value, "cuDeviceGetAttribute")
+        return out
 
     # ------------------------------------------------------------------ compile and load
     def compile(self, source: str, options: list[str], name: str) -> Any:

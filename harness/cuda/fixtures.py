@@ -166,6 +166,20 @@ class CudaSession:
 
         return CpuDeviceArray(n, dtype, tail=tail)
 
+    def device_peak(self) -> Any:
+        """The device's peak bandwidth and FP32 FLOP rate (a harness.physics.Peak), for
+        ``kata_budget.compare(..., moves=, flops=, peak=)`` and the report; None on the cpu
+        backend or when the driver reports no clocks. On the gpu backend it asks the driver."""
+        from harness import physics
+
+        if self.backend != "gpu":
+            return None
+        try:
+            attrs = harness.cuda.gpu.device_attributes()
+        except Exception:  # a driver without attribute queries: no bound rather than a wrong one
+            return None
+        return physics.gpu_peak(attrs)
+
     def check_races(self, f: Any, *args: Any, **kw: Any) -> None:
         hc.check_races(f, *args, **kw)
 

@@ -23,7 +23,26 @@ from harness.cuda.errors import CudaCompileError, CudaError, LaunchError
 
 np = lazy_module("numpy")  # imported on first use: a run without CUDA katas never loads it
 
-__all__ = ["GpuDeviceArray", "GpuFunction", "GpuModule", "available_driver", "plan_args"]
+__all__ = [
+    "ATTRIBUTES",
+    "GpuDeviceArray",
+    "GpuFunction",
+    "GpuModule",
+    "available_driver",
+    "device_attributes",
+    "plan_args",
+]
+
+# The device attributes harness.budgets.physics derives the peaks from: CUdevice_attribute /
+# cudaDeviceAttr numbers (the same in the driver and runtime APIs).
+ATTRIBUTES = {
+    "clock_khz": 13,  # CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+    "sm_count": 16,  # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    "memory_clock_khz": 36,  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+    "memory_bus_bits": 37,  # CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH
+    "cc_major": 75,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    "cc_minor": 76,  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+}
 
 _CPU_ONLY = ("schedules", "seed", "timeout", "rtol")
 
@@ -97,6 +116,13 @@ class _PyCuda:
     def get(self, handle: Any, a: np.ndarray) -> None:
         self.drv.memcpy_dtoh(a, handle)
 
+    def attributes(self) -> dict[str, Any]:
+        dev = self.drv.Context.get_device()
+        out: dict[str, Any] = {"name": dev.name()}
+        for key, number in ATTRIBUTES.items():
+            out[key] = dev.get_attribute(self.drv.device_attribute(number))
+        return out
+
     def set(self, handle: Any, a: np.ndarray) -> None:
         self.drv.memcpy_htod(handle, a)
 
@@ -145,6 +171,15 @@ class _CuPy:
     def get(self, handle: Any, a: np.ndarray) -> None:
         a[...] = self.cp.asnumpy(handle)
 
+    def attributes(self) -> dict[str, Any]:
+        rt = self.cp.cuda.runtime
+        dev = self.cp.cuda.Device().id
+        name = rt.getDeviceProperties(dev).get("name", b"GPU")
+        out: dict[str, Any] = {"name": name.decode() if isinstance(name, bytes) else str(name)}
+        for key, number in ATTRIBUTES.items():
+            out[key] = rt.deviceGetAttribute(number, dev)
+        return out
+
     def set(self, handle: Any, a: np.ndarray) -> None:
         handle.set(a)
 
@@ -168,6 +203,13 @@ def driver() -> Any:
         else:
             _drivers["gpu"] = _PyCuda() if which == "pycuda" else _CuPy()
     return _drivers["gpu"]
+
+
+def device_attributes(drv: Any = None) -> dict[str, Any]:
+    """The device's name and ATTRIBUTES (clocks, bus width, SMs, compute capability), from the
+    gpu backend's driver: CUDA initialises here, so call it where the kernels run (a kata test's
+    child), never in the pytest process."""
+    return (drv or driver()).attributes()
 
 
 class GpuDeviceArray:

@@ -30,6 +30,14 @@ class FakeDriver:
     class CUdevice_attribute:  # noqa: N801 - cuda-python's name
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = "major"
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = "minor"
+        CU_DEVICE_ATTRIBUTE_CLOCK_RATE = "clock"
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = "sms"
+        CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = "memclock"
+        CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = "bus"
+
+    # An H200's answers (kHz, bits, counts).
+    ATTRIBUTES = {"major": 9, "minor": 0, "clock": 1_980_000, "sms": 132,
+                  "memclock": 3_201_000, "bus": 6144}  # fmt: skip
 
     def __init__(self) -> None:
         self.mem: dict[int, bytearray] = {}
@@ -55,7 +63,10 @@ class FakeDriver:
         return self._log("cuCtxSetCurrent")
 
     def cuDeviceGetAttribute(self, attr, dev):  # noqa: N802
-        return self._log("cuDeviceGetAttribute", {"major": 9, "minor": 0}[attr])
+        return self._log("cuDeviceGetAttribute", self.ATTRIBUTES[attr])
+
+    def cuDeviceGetName(self, length, dev):  # noqa: N802
+        return self._log("cuDeviceGetName", b"NVIDIA H200".ljust(length, b"\0"))
 
     def cuGetErrorName(self, status):  # noqa: N802
         return (Status.CUDA_SUCCESS, Status(status).name.encode())
@@ -229,3 +240,17 @@ def test_chosen_when_pycuda_and_cupy_are_missing(monkeypatch) -> None:
         bindings, "CudaBindings", lambda: made.append(1) or real(FakeDriver(), FakeNvrtc())
     )
     assert gpu.driver().name == "cuda-bindings" and made == [1]
+
+
+def test_device_attributes_give_the_devices_peak() -> None:
+    """harness.physics derives the peak from what the driver reports (issue 22)."""
+    from harness import physics
+    from harness.cuda.gpu import device_attributes
+
+    attrs = device_attributes(bindings.CudaBindings(FakeDriver(), FakeNvrtc()))
+    assert attrs == {"name": "NVIDIA H200", "clock_khz": 1_980_000, "sm_count": 132,
+                     "memory_clock_khz": 3_201_000, "memory_bus_bits": 6144, "cc_major": 9,
+                     "cc_minor": 0}  # fmt: skip
+    peak = physics.gpu_peak(attrs)
+    assert peak is not None and peak.device == "this H200"
+    assert round(peak.bytes_per_s / 1e12, 2) == 4.92 and round(peak.flops_per_s / 1e12, 1) == 66.9

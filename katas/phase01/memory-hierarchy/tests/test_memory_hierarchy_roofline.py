@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.physics import cpu_peak, impossible
+
 SVG = "{http://www.w3.org/2000/svg}"
 MB_OK, MB_BAD_ARGS = 0, -2
 PEAK, BW = 100e9, 10e9  # a machine with a ridge point at 10 FLOP/byte
@@ -155,6 +157,12 @@ def test_your_roofline_kernels_on_your_roofline(
         placed = [roofline.place(kern, peak, bw) for kern in kernels]
         low, high = next(p for p in placed if p.kernel.name == "fma_sweep x1"), placed[-1]
         problems = []
+        for why in (  # faster than this machine can be: the kernel skipped work
+            impossible(cpu_peak(), flops=2 * k * iters, seconds=t_peak),
+            impossible(cpu_peak(), bytes_moved=traffic, seconds=t_triad),
+        ):
+            if why:
+                problems.append(f"fma_peak/triad: {why}.")
         if low.bound != "memory" or low.kernel.bytes / low.kernel.seconds < 0.3 * bw:
             problems.append(
                 f"fma_sweep x1 ({low.ai:g} FLOP/byte) should be memory-bound and move at least "

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from harness.physics import cpu_peak, impossible
+
 MB_OK, MB_BAD_ARGS = 0, -2
 COPY, SCALE, ADD, TRIAD = range(4)
 NAMES = ["copy", "scale", "add", "triad"]
@@ -121,6 +123,9 @@ def test_bandwidth_bandwidth_of_this_machine(
             "GB/s": round(nbytes / t_mine / 1e9, 2),
             "vs numpy copy": round(ratio, 2),
         }
+        # Faster than this machine's cores can load and store: the kernel skipped the bytes.
+        why = impossible(cpu_peak(), bytes_moved=nbytes, seconds=t_mine)
+        assert why is None, f"stream_{NAMES[kernel]} over {BIG} doubles: {why}"
         assert 0.4 <= ratio <= 2.5, (
             f"stream_{NAMES[kernel]}: {nbytes / t_mine / 1e9:.2f} GB/s by your byte count, "
             f"numpy's copy {16 * BIG / t_base / 1e9:.2f} GB/s: {ratio:.2f}x (the median of "
@@ -168,6 +173,10 @@ def test_peak_flops_peak_beats_one_chain(
     kata_metrics["chain GFLOP/s"] = round(2 * iters / chain / 1e9, 2)
     kata_metrics["peak GFLOP/s"] = round(2 * k * iters / peak / 1e9, 2)
     kata_metrics["speedup"] = round(speedup, 1)
+    bound = cpu_peak()
+    kata_metrics["this CPU's bound GFLOP/s"] = round(bound.flops_per_s / 1e9, 1)
+    why = impossible(bound, flops=2 * k * iters, seconds=peak)  # more than the FMA units can do
+    assert why is None, f"fma_peak ({k} chains, {iters} iterations): {why}"
     assert speedup >= 16, (
         f"fma_peak ({k} chains) does {2 * k * iters / peak / 1e9:.2f} GFLOP/s, one chain "
         f"{2 * iters / chain / 1e9:.2f}: only {speedup:.1f}x faster, 16x expected"
