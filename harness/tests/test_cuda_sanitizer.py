@@ -358,12 +358,12 @@ def test_memcheck_finds_the_out_of_bounds_store(no_sanitizer) -> None:
 
 
 def test_racecheck_finds_the_missing_syncthreads(no_sanitizer) -> None:
-    reverse = sanitized("racecheck", "missing_sync.cu", "reverse")
+    shift = sanitized("racecheck", "missing_sync.cu", "shift")
     d = np.arange(256, dtype=np.float32)
     with pytest.raises(hc.SanitizerError) as e:
-        reverse(hc.InOut(d), np.int32(256), block=(256, 1, 1))
+        shift(hc.InOut(d), np.int32(256), block=(256, 1, 1))
     (f,) = e.value.findings
-    assert (f.kind, f.kernel) == ("race", "reverse") and f.hazards and f.hazards > 0
+    assert (f.kind, f.kernel) == ("race", "shift") and f.hazards and f.hazards > 0
     assert "add the missing barrier" in str(e.value)
 
 
@@ -422,10 +422,10 @@ def test_the_cpu_backend_catches_the_same_two_kernels() -> None:
     with pytest.raises(hc.OutOfBounds) as oob:
         fill.get_function("fill")(hc.Out(c), np.int32(1000), block=(256, 1, 1), grid=(4, 1))
     assert oob.value.block == (3, 0, 0) and "write" in str(oob.value)
-    reverse = hc.SourceModule((KERNELS / "missing_sync.cu").read_text(), name="missing_sync.cu")
+    shift = hc.SourceModule((KERNELS / "missing_sync.cu").read_text(), name="missing_sync.cu")
     d = np.arange(256, dtype=np.float32)
     with pytest.raises(hc.RaceDetected, match="missing __syncthreads"):
-        hc.check_races(reverse.get_function("reverse"), hc.InOut(d), np.int32(256), block=(256,))
+        hc.check_races(shift.get_function("shift"), hc.InOut(d), np.int32(256), block=(256,))
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -463,7 +463,7 @@ def _gpu_and_sanitizer() -> str | None:
     ("tool", "source", "kernel", "n", "grid", "kind"),
     [
         ("memcheck", "oob_store.cu", "fill", 1000, 4, "memory"),
-        ("racecheck", "missing_sync.cu", "reverse", 256, 1, "race"),
+        ("racecheck", "missing_sync.cu", "shift", 256, 1, "race"),
     ],
 )
 def test_real_compute_sanitizer_finds_them(tool, source, kernel, n, grid, kind) -> None:

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# One command for a GPU machine (issue 22): install the project offline, run the gpu tier with the
+# references and the stubs, the differential test (cpu backend vs hardware), the sanitizer proofs,
+# nvcc-pipeline with the real cu++filt, the device's peaks and the benchmarks, and write one
+# archive of results, $OUT/gpu-check.tar.gz, in under 5 minutes (every step has a timeout, and
+# the steps share GPU_CHECK_BUDGET_S, 270 s by default).
+#
+# The machine it is written for: Python 3.12 with cupy, cuda-bindings, numba-cuda and torch, the
+# full CUDA 13 toolkit (cu++filt, compute-sanitizer), and no package registry, no pycuda, cffi,
+# cryptography or grpcio-tools, no Rust, busybox or valgrind (their tasks skip: docs/grading.md).
+#
+#   bash harness/benchmarks/gpu_check.sh --fetch-wheels  # here, with a registry: wheels into .whl/
+#   bash harness/benchmarks/gpu_check.sh                 # there: the check, results in $OUT
+#   bash harness/benchmarks/gpu_check.sh --dry-run       # print the steps and their limits only
+#   GPU_CHECK_FAKE=1 bash harness/benchmarks/gpu_check.sh   # on a CPU machine: the steps that need
+#                                                        # no GPU, on small selections, no install
+#
+# With the device tool of these sessions (the wheels are in .whl/, which git ignores: carry it):
+#   run(command="bash harness/benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=330)
+#
+# Never initialise CUDA in the pytest process: everything here runs pytest, whose gpu work runs in
+# the kata tests' children and the tests' own subprocesses; this script only reads nvidia-smi.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+WHEELS="$ROOT/.whl"
+OUT=${OUT:-$ROOT/gpu-check-out}
+RESULTS="$OUT/gpu-check"
+BUDGET=${GPU_CHECK_BUDGET_S:-270}
+FAKE=${GPU_CHECK_FAKE:-0}
+DRY=0
+START=$(date +%s)
+
+# The wheels the image lacks, for CPython 3.12 on manylinux x86_64 (and what they need).
+WHEEL_REQUIREMENTS=(
+  "cffi>=1.16" pycparser "cryptography>=42" "grpcio>=1.60" "grpcio-tools>=1.60" protobuf
+  "pytest>=8.2" "hypothesis>=6.100" "jinja2>=3.1" "filelock>=3.13" "pytest-xdist>=3.5"
+  "unidiff>=0.7.5" "pytest-timeout>=2.3" "jsonschema>=4.20" "xmlschema>=3.0" "numpy>=1.26"
+  setuptools wheel
+)
+
+fetch_wheels() {
+  mkdir -p "$WHEELS"
+  python3 -m pip download --only-binary=:all: --python-version 3.12 --implementation cp \
+    --abi cp312 --abi abi3 --abi none --platform manylinux2014_x86_64 \
+    --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --platform any \
+    -d "$WHEELS" "${WHEEL_REQUIREMENTS[@]}"
+  du -sh "$WHEELS"
+}
+
+case "${1:-}" in
+  --fetch-wheels) fetch_wheels; exit $? ;;
+  --dry-run) DRY=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--fetch-wheels|--dry-run]" >&2; exit 2 ;;
+esac
+
+mkdir -p "$RESULTS"
+SUMMARY="$RESULTS/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+
+# step NAME LIMIT_S COMMAND...: run with a timeout (the smaller of LIMIT_S and the time left),
+# output to NAME.log, one line in summary.txt: name, exit status (124: timed out), seconds.
+step() {
+  local name=$1 limit=$2 t0 rc remaining
+  shift 2
+  remaining=$(left)
+  ((remaining < limit)) && limit=$remaining
+  if ((DRY)); then
+    note "$name: would run (limit ${limit}s): $*"
+    return 0
+  fi
+  if ((limit < 10)); then
+    note "$name: not run: the time budget (${BUDGET}s) is spent"
+    return 0
+  fi
+  t0=$(date +%s)
+  # A fresh bash runs the step (timeout cannot run this script's functions): they are exported.
+  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >"$RESULTS/$name.log" 2>&1
+  rc=$?
+  note "$name: exit $rc$( ((rc == 124)) && echo ' (timed out)') in $(($(date +%s) - t0))s (limit ${limit}s)"
+  return 0
+}
+
+# ---------------------------------------------------------------------------- the machine
+VENV="$OUT/venv"
+if ((FAKE)) || ((DRY)); then
+  PY=${PYTHON:-$ROOT/.venv/bin/python}
+  [ -x "$PY" ] || PY=python3
+else
+  PY="$VENV/bin/python"
+fi
+WORKERS=${GPU_CHECK_WORKERS:-$( ((FAKE)) && echo 2 || echo 14)}
+
+environment() {
+  echo "date: $(date -u +%FT%TZ)"
+  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo '-') $(git -C "$ROOT" status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "fake: $FAKE"
+  python3 --version
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv 2>&1 || true
+  for tool in nvcc ptxas cuobjdump cu++filt c++filt compute-sanitizer cargo busybox valgrind; do
+    printf '%s: %s\n' "$tool" "$(command -v "$tool" || ls /usr/local/cuda/bin/"$tool" 2>/dev/null || echo missing)"
+  done
+  nvcc --version 2>/dev/null | tail -n 2 || true
+  find "$WHEELS" -maxdepth 1 -name '*.whl' -printf 'wheel: %f\n' 2>/dev/null | sort
+}
+
+install() {
+  set -e
+  python3 -m venv --system-site-packages "$VENV" # cupy, cuda-bindings, numba-cuda, torch stay
+  "$PY" -m pip install -q --no-index --find-links "$WHEELS" setuptools wheel
+  "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-build-isolation -e "$ROOT" \
+    jsonschema xmlschema pytest-timeout
+  "$PY" -m pip list
+}
+
+peaks() {
+  # In a child of this script, not of pytest: the device's attributes and the peaks from them.
+  "$PY" - <<'EOF'
+import json
+from harness import physics
+from harness.cuda import gpu
+out = {"cpu": physics.cpu_peak().__dict__}
+try:
+    attrs = gpu.device_attributes()
+    peak = physics.gpu_peak(attrs)
+    out.update(attributes=attrs, gpu=peak and peak.__dict__)
+except Exception as e:  # no GPU (GPU_CHECK_FAKE=1), or a driver without attribute queries
+    out["gpu"] = f"{type(e).__name__}: {e}"
+print(json.dumps(out, indent=1))
+EOF
+}
+
+pytest_run() { # pytest_run NAME ARGS...: one pytest run with its JUnit and HTML reports
+  local name=$1
+  shift
+  (cd "$ROOT" && "$PY" -m pytest -p no:cacheprovider --kata-results-dir="$RESULTS/$name.kata" \
+    --kata-report=junit:"$RESULTS/$name.junit.xml" --kata-report=html:"$RESULTS/$name.html" "$@")
+}
+
+export ROOT WHEELS OUT RESULTS FAKE VENV PY
+export -f environment install peaks pytest_run
+note "gpu_check: $(date -u +%FT%TZ), budget ${BUDGET}s, fake=$FAKE, dry-run=$DRY, python $PY"
+step environment 20 environment
+if ! ((FAKE)); then
+  step install 90 install
+  [ -x "$PY" ] || { note "install failed: no venv at $VENV"; PY=python3; }
+fi
+if ((FAKE)); then # small selections: the script's logic, not the katas, on a CPU machine
+  KATAS=(katas/phase02/vector-add)
+  SANITIZER=(harness/tests/test_cuda_sanitizer.py -k "standin or real or refusal or cpu_backend or clean")
+  NVCC=(katas/phase03/nvcc-pipeline -k resources)
+else
+  KATAS=(katas)
+  SANITIZER=(harness/tests/test_cuda_sanitizer.py)
+  NVCC=(katas/phase03/nvcc-pipeline)
+fi
+step peaks 30 peaks
+step references 110 pytest_run references "${KATAS[@]}" --kata-impl=solution -n "$WORKERS"
+step sanitizer 60 pytest_run sanitizer "${SANITIZER[@]}" -rs
+# On a CPU machine the stand-in compute-sanitizer (launches on the cpu backend) takes its place.
+((FAKE)) && export KATA_TOOL_COMPUTE_SANITIZER="$ROOT/harness/tests/standins/compute-sanitizer"
+step sanitize-vector-add 45 pytest_run sanitize-vector-add katas/phase02/vector-add \
+  --kata-impl=solution --kata-cuda-sanitize=memcheck -rs
+export KATA_DIFFERENTIAL_JSON="$RESULTS/differential.jsonl" # one line per kernel's outcome
+step differential 45 pytest_run differential harness/tests/test_cuda_differential.py -rs -v
+step nvcc-pipeline 45 pytest_run nvcc-pipeline "${NVCC[@]}" --kata-impl=solution
+step stubs 50 pytest_run stubs "${KATAS[@]}" -n "$WORKERS"
+step bench-cuda 40 "$PY" "$ROOT/harness/benchmarks/bench_cuda.py"
+
+note "gpu_check: done in $(($(date +%s) - START))s"
+tar -czf "$OUT/gpu-check.tar.gz" -C "$OUT" gpu-check
+note "archive: $OUT/gpu-check.tar.gz ($(du -h "$OUT/gpu-check.tar.gz" | cut -f1))"
