@@ -20,6 +20,7 @@ clock). No pytest here: harness.budgets, harness.cuda.fixtures and the kata test
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import re
@@ -37,6 +38,7 @@ __all__ = [
     "gpu_peak",
     "impossible",
     "rate_text",
+    "roofline_svg",
 ]
 
 MARGIN = 1.25  # a measured rate above MARGIN x peak is impossible, not fast
@@ -220,3 +222,78 @@ def cpu_peak(facts: CpuFacts | None = None) -> Peak:
         f"{rate_text(bandwidth, 'B/s')}"
     )
     return Peak(f"this CPU ({f.model}, {f.cores} cores)", bandwidth, flops, how)
+
+
+# --------------------------------------------------------------------------- the picture
+def roofline_svg(
+    peak: Peak, kernels: list[tuple[str, float, float]], *, width: int = 640, height: int = 400
+) -> str:
+    """The device's roofline (log-log: arithmetic intensity in FLOP/byte, FLOP/s) with each timed
+    kernel, `kernels` being (label, achieved bytes/s, achieved FLOP/s; 0 when not counted).
+
+    A kernel with both counts sits at its intensity; one that only moves bytes (a copy, a
+    transpose) is drawn on the left edge at its share of the memory roof, one that only counts
+    FLOPs on the right edge at its share of the compute roof. Each label says the share."""
+    from html import escape
+
+    bw, fl = peak.bytes_per_s, peak.flops_per_s
+    ridge = fl / bw
+    x_lo, x_hi = math.floor(math.log10(ridge / 100)), math.ceil(math.log10(ridge * 100))
+    y_hi = math.ceil(math.log10(fl * 2))
+    y_lo = y_hi - 5
+    left, right, top, bottom = 70, 20, 30, 45
+    pw, ph = width - left - right, height - top - bottom
+
+    def px(ai: float) -> float:
+        return left + (math.log10(ai) - x_lo) / (x_hi - x_lo) * pw
+
+    def py(flops: float) -> float:
+        value = max(math.log10(max(flops, 1e-30)), y_lo)
+        return top + (y_hi - value) / (y_hi - y_lo) * ph
+
+    title = f"{peak.device}'s roofline: {rate_text(bw, 'B/s')}, {rate_text(fl, 'FLOP/s')}"
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{left}" y="18">{escape(title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="white" stroke="#444"/>',
+    ]
+    for d in range(x_lo, x_hi + 1):
+        x = px(10.0**d)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
+        out.append(f'<text x="{x:.1f}" y="{top + ph + 14}" text-anchor="middle">{10.0**d:g}</text>')
+    for d in range(y_lo, y_hi + 1):
+        y = py(10.0**d)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#eee"/>')
+        out.append(
+            f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(rate_text(10.0**d, 'FLOP/s'))}</text>"
+        )
+    out.append(
+        f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+        "arithmetic intensity (FLOP/byte)</text>"
+    )
+    a0, a1 = 10.0**x_lo, 10.0**x_hi
+    roof = [(a0, bw * a0), (ridge, fl), (a1, fl)]
+    points = " ".join(f"{px(a):.1f},{py(f):.1f}" for a, f in roof)
+    out.append(f'<polyline points="{points}" fill="none" stroke="black" stroke-width="2"/>')
+    for i, (label, bps, fps) in enumerate(kernels):
+        if bps and fps:
+            ai, perf = fps / bps, fps
+        elif bps:
+            ai = a0 * 1.5
+            perf = bps * ai
+        else:
+            ai, perf = a1 / 1.5, fps
+        share = peak.fraction(bytes_per_s=bps, flops_per_s=fps)
+        x, y = px(ai), py(perf)
+        anchor = "end" if x > left + pw / 2 else "start"
+        dx = -6 if anchor == "end" else 6
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="#c33"/>')
+        out.append(
+            f'<text x="{x + dx:.1f}" y="{y + 4 + 12 * (i % 2):.1f}" text-anchor="{anchor}">'
+            f"{escape(label)}: {share:.0%} of peak</text>"
+        )
+    out.append("</svg>")
+    return "\n".join(out)

@@ -255,6 +255,8 @@ class KataBudget:
                 )
                 entry["of peak"] = round(share, 3)
             rates[f"{name} ({who})"] = entry
+        if peak is not None and seconds > 0 and math.isfinite(seconds):
+            self._draw(name, moves / seconds, flops / seconds, peak)
         why = impossible(peak, bytes_moved=moves, flops=flops, seconds=seconds)
         if (
             why
@@ -264,6 +266,18 @@ class KataBudget:
             rates["note"] = f"the reference too is above {peak.device}'s peak: no bound applied"
             return None
         return f"budget {name!r}: {why}" if why else None
+
+    def _draw(self, name: str, bytes_per_s: float, flops_per_s: float, peak: Any) -> None:
+        """The learner's timed kernels on the device's roofline: the report's picture."""
+        from harness.physics import roofline_svg
+
+        points = self.metrics.setdefault("roofline", [])
+        points.append([name, bytes_per_s, flops_per_s])
+        self.metrics["svg"] = roofline_svg(peak, [tuple(p) for p in points])
+        self.metrics["label"] = (
+            f"your kernels on {peak.device}'s roofline (its peaks from the device's own "
+            "attributes): each one's share of the roof it is bound by"
+        )
 
     def physical(self, name: str, seconds: float, **kw: Any) -> None:
         """`rates(...)`, failing the test with its sentence when the speed beats physics."""

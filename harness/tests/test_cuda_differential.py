@@ -131,29 +131,49 @@ LAUNCHES: dict[str, Callable[[np.random.Generator], Launch]] = {
 }
 
 
-def cases() -> list[tuple[str, Path, str]]:
-    """(id, .cu file, kernel): every phase 02 reference and shortcut kernel, and the two bugs."""
+def _sources() -> list[tuple[str, str, str]]:
+    """(id, file name, CUDA source) of every phase 02 reference .cu file and of each shortcut's
+    (a shortcut.patch applied to the reference, or a whole copy)."""
+    from harness.patches import apply
+
     out = []
-    for cu in sorted((ROOT / "solutions" / "phase02").glob("*/**/*.cu")):
-        text = cu.read_text()
-        rel = cu.relative_to(ROOT / "solutions" / "phase02")
-        for kernel in LAUNCHES:
-            if f"void {kernel}(" in text:
-                out.append((f"{rel.parent}:{kernel}", cu, kernel))
-    out.append(("bug:oob_store:fill", KERNELS / "oob_store.cu", "fill"))
-    out.append(("bug:missing_sync:shift", KERNELS / "missing_sync.cu", "shift"))
+    for kata in sorted((ROOT / "solutions" / "phase02").iterdir()):
+        for cu in sorted(kata.glob("*.cu")):
+            out.append((kata.name, cu.name, cu.read_text()))
+        for shortcut in sorted((kata / "shortcuts").glob("*/")):
+            patch = shortcut / "shortcut.patch"
+            files = (
+                {Path(k).name: v.decode() for k, v in apply(kata, patch.read_text()).items()}
+                if patch.is_file()
+                else {cu.name: cu.read_text() for cu in shortcut.glob("*.cu")}
+            )
+            for name, text in sorted(files.items()):
+                if name.endswith(".cu"):
+                    out.append((f"{kata.name}/{shortcut.name}", name, text))
+    for bug in ("oob_store.cu", "missing_sync.cu"):
+        out.append(("bug", bug, (KERNELS / bug).read_text()))
     return out
+
+
+def cases() -> list[tuple[str, str, str, str]]:
+    """(id, file name, source, kernel): every kernel of LAUNCHES each source defines."""
+    return [
+        (f"{where}:{kernel}", name, text, kernel)
+        for where, name, text in _sources()
+        for kernel in LAUNCHES
+        if f"void {kernel}(" in text
+    ]
 
 
 CASES = cases()
 
 
-def write_launch(directory: Path, cu: Path, kernel: str, launch: Launch) -> None:
+def write_launch(directory: Path, name: str, source: str, kernel: str, launch: Launch) -> None:
     spec = {
-        "source": cu.read_text(),
+        "source": source,
         "options": list(launch.options),
         "no_extern_c": False,
-        "name": cu.name,
+        "name": name,
         "include_dirs": [],
         "kernel": kernel,
         "block": list(launch.block),
@@ -210,10 +230,12 @@ def schedule_results(directory: Path, launch: Launch) -> list[dict[int, np.ndarr
     return found
 
 
-@pytest.mark.parametrize(("cu", "kernel"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_cpu_backend(tmp_path: Path, cu: Path, kernel: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "source", "kernel"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_cpu_backend(tmp_path: Path, name: str, source: str, kernel: str) -> None:
     launch = LAUNCHES[kernel](np.random.default_rng(22))
-    write_launch(tmp_path, cu, kernel, launch)
+    write_launch(tmp_path, name, source, kernel, launch)
     if launch.kind == "race":
         found = schedule_results(tmp_path, launch)
         distinct = {r[0].tobytes() for r in found}
@@ -230,7 +252,7 @@ def test_cpu_backend(tmp_path: Path, cu: Path, kernel: str) -> None:
     assert "error" not in got, got
     mine = outputs(tmp_path, launch)
     for i, want in launch.want(launch.args).items():
-        assert close(mine[i], want), f"{cu.name}:{kernel} argument {i} on the cpu backend"
+        assert close(mine[i], want), f"{name}:{kernel} argument {i} on the cpu backend"
 
 
 def _no_gpu() -> str | None:
@@ -247,8 +269,12 @@ def _record(case: str, outcome: dict[str, Any]) -> None:
             f.write(json.dumps({"case": case, **outcome}) + "\n")
 
 
-@pytest.mark.parametrize(("cu", "kernel"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_against_the_hardware(tmp_path: Path, cu: Path, kernel: str, request) -> None:
+@pytest.mark.parametrize(
+    ("name", "source", "kernel"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_against_the_hardware(
+    tmp_path: Path, name: str, source: str, kernel: str, request: pytest.FixtureRequest
+) -> None:
     if why := _no_gpu():
         pytest.skip(why)
     case = request.node.callspec.id
@@ -256,8 +282,8 @@ def test_against_the_hardware(tmp_path: Path, cu: Path, kernel: str, request) ->
     cpu_dir, gpu_dir = tmp_path / "cpu", tmp_path / "gpu"
     cpu_dir.mkdir()
     gpu_dir.mkdir()
-    write_launch(cpu_dir, cu, kernel, launch)
-    write_launch(gpu_dir, cu, kernel, launch)
+    write_launch(cpu_dir, name, source, kernel, launch)
+    write_launch(gpu_dir, name, source, kernel, launch)
     gpu = run_gpu(gpu_dir)
     if launch.kind == "race":
         found = schedule_results(cpu_dir, launch)

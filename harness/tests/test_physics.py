@@ -7,6 +7,7 @@ runs with fake timings (a cost in "GPU seconds" returned by the test).
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -140,9 +141,12 @@ def test_a_budget_faster_than_the_device_fails_with_the_sentence(repo: KataRepo)
 def test_a_budget_within_the_device_passes_and_reports_its_share(repo: KataRepo) -> None:
     gpu_kata(repo, learner_s=4.5e-6, reference_s=4e-6)
     repo.pytester.runpytest("katas").assert_outcomes(passed=1)
-    rates = metrics(repo)["rates"]
-    assert rates["copy (yours)"]["bytes/s"] == "2.02 TB/s"
-    assert rates["peak"] == {"device": "this H200", "how": "fake attributes"}
+    m = metrics(repo)
+    assert m["rates"]["copy (yours)"]["bytes/s"] == "2.02 TB/s"
+    assert m["rates"]["peak"] == {"device": "this H200", "how": "fake attributes"}
+    svg = html.unescape(m["svg"])
+    assert "this H200's roofline" in svg and "copy: 42% of peak" in svg
+    assert m["label"].startswith("your kernels on this H200's roofline")
 
 
 def test_no_bound_when_the_reference_too_is_above_the_peak(repo: KataRepo) -> None:
@@ -167,3 +171,20 @@ def test_the_cuda_fixture_gives_the_devices_peak(monkeypatch) -> None:
 
     monkeypatch.setattr(harness.cuda.gpu, "device_attributes", broken)
     assert CudaSession("gpu").device_peak() is None, "no bound rather than a wrong one"
+
+
+def test_the_roofline_picture_places_every_kind_of_kernel() -> None:
+    import xml.etree.ElementTree as ET
+
+    peak = physics.gpu_peak(H200)
+    assert peak is not None
+    svg = physics.roofline_svg(
+        peak, [("copy", 2.8e12, 0.0), ("matmul", 0.0, 9.1e12), ("reduce", 2.25e12, 0.56e12)]
+    )
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    assert len(root.findall(f"{ns}circle")) == 3
+    texts = [t.text for t in root.iter(f"{ns}text")]
+    assert "copy: 57% of peak" in texts and "matmul: 14% of peak" in texts
+    assert "reduce: 46% of peak" in texts
+    assert texts[0] == "this H200's roofline: 4.92 TB/s, 66.9 TFLOP/s"
