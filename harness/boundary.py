@@ -29,7 +29,9 @@ f-string raise ``TypeError`` -- a sentence that teaches, and never a gate (the p
 boundary failure out of the gates).
 
 Only calls from outside learner code are checked: learner code calling its own functions gets
-its values unchanged (internal helpers may return anything), decided by the caller's frame. A
+its values unchanged (internal helpers may return anything): a per-thread flag says that learner
+code entered through the boundary is running (a frame look-up would cost microseconds:
+``sys._getframe`` is an audited event, and the fence's audit hook runs on each). A
 learner function's exceptions (``todo()``'s KataTodo, a ValueError a test expects, an alarm)
 pass through unchanged; ``__wrapped__``, the signature and ``inspect`` work as before. Returned
 generators, iterators and learner callables are wrapped in turn; classes of learner objects that
@@ -44,6 +46,7 @@ import enum
 import functools
 import inspect
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from itertools import chain
@@ -84,10 +87,17 @@ _MAX_ITEMS = 2_000_000  # elements looked at per value (C speed: ~20 ms)
 # --------------------------------------------------------------------------- which types are whose
 def _fence() -> Any:
     """harness.sandbox.fence, which knows the learner files (imported when first needed: the
-    plugin imports this module before pytest loads the sandbox plugin)."""
-    from .sandbox import fence
+    plugin imports this module before pytest loads the sandbox plugin; kept, since an import
+    statement passes through the fence's own import hook)."""
+    fence = _LATER.get("fence")
+    if fence is None:
+        from .sandbox import fence
 
+        _LATER["fence"] = fence
     return fence
+
+
+_LATER: dict[str, Any] = {}  # modules imported on first use
 
 
 def _trusted_classes() -> dict[type, str]:
@@ -283,7 +293,8 @@ def _scan(value: Any) -> tuple[Any, str] | None:
                 continue
             members = level if single else [x for x in level if type(x) is t]
             if kind is _SEQ:
-                nxt.append(chain.from_iterable(members))
+                one = members[0] if len(members) == 1 else None
+                nxt.append(one if type(one) in (list, tuple) else chain.from_iterable(members))
             elif kind is _MAP:
                 nxt.append(chain.from_iterable(members))
                 nxt.append(chain.from_iterable(map(_values, members)))
@@ -295,18 +306,34 @@ def _scan(value: Any) -> tuple[Any, str] | None:
             elif kind is _OBJ:
                 fresh = [x for x in members if id(x) not in seen]
                 seen.update(map(id, fresh))
-                if hasattr(t, "__dict__"):
+                has_dict, names, iterable = _obj_info(t)
+                if has_dict:
                     nxt.append(chain.from_iterable(map(_values, map(_vars, fresh))))
-                names = _slots(t)
                 if names:
                     get = attrgetter(*names)
                     nxt.append(chain.from_iterable(_slot_values(get, x, len(names)) for x in fresh))
-                if issubclass(t, tuple | list | set | frozenset):
+                if iterable:
                     nxt.append(chain.from_iterable(fresh))
             else:
                 return next(x for x in members), kind
-        level = list(chain.from_iterable(nxt))
+        level = (
+            nxt[0]
+            if len(nxt) == 1 and type(nxt[0]) in (list, tuple)
+            else list(chain.from_iterable(nxt))
+        )
     return None
+
+
+_OBJ_INFOS: dict[type, tuple[bool, tuple[str, ...], bool]] = {}
+
+
+def _obj_info(t: type) -> tuple[bool, tuple[str, ...], bool]:
+    """Whether instances of `t` have a __dict__, their slots, whether they hold items."""
+    info = _OBJ_INFOS.get(t)
+    if info is None:
+        iterable = issubclass(t, tuple | list | set | frozenset)
+        info = _OBJ_INFOS[t] = (t.__dictoffset__ != 0, _slots(t), iterable)
+    return info
 
 
 def _values(mapping: Any) -> Any:
@@ -380,8 +407,8 @@ def _describe(value: Any) -> str:
     if value is None:
         return "None"
     t = type(value)
-    text = repr(value)
-    shown = f" ({text})" if len(text) <= 40 and t.__module__ in ("builtins", "numpy") else ""
+    text = repr(value) if t in _SCALARS or t.__module__ == "numpy" else ""  # no learner __repr__
+    shown = f" ({text})" if text and len(text) <= 40 else ""
     return _a(t.__qualname__ if t.__module__ == "builtins" else f"{t.__qualname__} object") + shown
 
 
@@ -400,7 +427,7 @@ _UNKNOWN = object()
 class _Spec:
     """One guarded function: its label and its return annotation, resolved on first use."""
 
-    __slots__ = ("fn", "label", "_hint", "text", "fast", "cls")
+    __slots__ = ("fn", "label", "_hint", "text", "fast", "cls", "shallow")
 
     def __init__(self, fn: Any, label: str) -> None:
         self.fn, self.label = fn, label
@@ -408,6 +435,7 @@ class _Spec:
         self.text = ""
         self.fast: frozenset[type] = frozenset()
         self.cls = False  # the hint is a plain class: isinstance() decides
+        self.shallow: Callable[[Any], bool] | None = None  # list[int] & co: a first look
 
     def hint(self) -> Any:
         if self._hint is _UNKNOWN:
@@ -429,6 +457,7 @@ class _Spec:
                 and not self.fast
                 and not getattr(self._hint, "__args__", None)
             )
+            self.shallow = _shallow(self._hint)
         return self._hint
 
 
@@ -451,24 +480,65 @@ def _fast_types(hint: Any) -> frozenset[type]:
     return frozenset()
 
 
+def _item_ok(arg: Any) -> Callable[[Any], bool] | None:
+    """A quick test that a value is of type `arg` (int, float, str, a plain class, Any)."""
+    if arg is Any:
+        return lambda v: True
+    fast = _fast_types(arg)
+    if fast:
+        return lambda v: type(v) in fast
+    if isinstance(arg, type) and not getattr(arg, "__args__", None):
+        return lambda v: isinstance(v, arg)
+    return None
+
+
+def _shallow(hint: Any) -> Callable[[Any], bool] | None:
+    """For list[X], set[X], frozenset[X], tuple[X, ...] and dict[K, V] of simple X, K, V: a
+    test of the container's type and its first item (typeguard's default look), or None."""
+    origin, args = getattr(hint, "__origin__", None), getattr(hint, "__args__", ())
+    if (
+        origin in (list, set, frozenset)
+        and len(args) == 1
+        or (origin is tuple and len(args) == 2 and args[1] is Ellipsis)
+    ):
+        item = _item_ok(args[0])
+        if item is None:
+            return None
+        return lambda v: type(v) is origin and (not v or item(next(iter(v))))
+    if origin is dict and len(args) == 2:
+        key, val = _item_ok(args[0]), _item_ok(args[1])
+        if key is None or val is None:
+            return None
+        return lambda v: (
+            type(v) is dict and (not v or (lambda k: key(k) and val(v[k]))(next(iter(v))))
+        )
+    return None
+
+
 def _typed_problem(value: Any, spec: _Spec) -> str | None:
     hint = spec.hint()
     if hint is None or type(value) in spec.fast:
         return None
     if spec.cls and isinstance(value, hint):
         return None
+    if spec.shallow is not None and spec.shallow(value):
+        return None  # as typeguard's first-item look would say, without its cost
     np = sys.modules.get("numpy")
     if np is not None and isinstance(value, np.generic) and hint in (int, float, complex, bool):
         ok = {int: "iub", float: "iubf", complex: "iubfc", bool: "b"}[hint]
         if value.dtype.kind in ok:
             return None
+    typeguard = _LATER.get("typeguard")
+    if typeguard is None:
+        try:
+            import typeguard
+        except ImportError:  # pragma: no cover - a dependency of the project
+            return None
+        _LATER["typeguard"] = typeguard
+    TypeCheckError = typeguard.TypeCheckError  # noqa: N806
+    first_item = typeguard.CollectionCheckStrategy.FIRST_ITEM
     try:
-        from typeguard import CollectionCheckStrategy, TypeCheckError
-        from typeguard import check_type as typeguard_check
-    except ImportError:  # pragma: no cover - a dependency of the project
-        return None
-    try:
-        typeguard_check(value, hint, collection_check_strategy=CollectionCheckStrategy.FIRST_ITEM)
+        typeguard.check_type(value, hint, collection_check_strategy=first_item)
     except TypeCheckError as e:
         detail = str(e)
         expected = spec.text
@@ -531,11 +601,23 @@ _ITERATORS = frozenset(
 def _checked_iterator(it: Any, label: str) -> Iterator[Any]:
     """Each value `it` yields is checked; send, throw and close reach it as before."""
     send, throw, close = (getattr(it, n, None) for n in ("send", "throw", "close"))
+    inside, ident = _INSIDE, threading.get_ident
+
+    def step(how: Any, *arg: Any) -> Any:
+        """`how(*arg)` with learner code marked as running (it runs the generator's body)."""
+        me = ident()
+        if me in inside:
+            return how(*arg)
+        inside.add(me)
+        try:
+            return how(*arg)
+        finally:
+            inside.discard(me)
 
     def checked() -> Any:
         __tracebackhide__ = True
         try:
-            value = next(it)
+            value = step(next, it)
         except StopIteration as stop:
             return stop.value
         while True:
@@ -546,18 +628,18 @@ def _checked_iterator(it: Any, label: str) -> Iterator[Any]:
                 sent = yield value
             except GeneratorExit:
                 if close is not None:
-                    close()
+                    step(close)
                 raise
             except BaseException as e:  # thrown in: the learner's generator gets it
                 if throw is None:
                     raise
                 try:
-                    value = throw(e)
+                    value = step(throw, e)
                 except StopIteration as stop:
                     return stop.value
                 continue
             try:
-                value = next(it) if sent is None or send is None else send(sent)
+                value = step(next, it) if sent is None or send is None else step(send, sent)
             except StopIteration as stop:
                 return stop.value
 
@@ -568,34 +650,45 @@ _GUARDED: dict[int, Any] = {}  # id(original) -> its wrapper (the original kept 
 _GUARD_ATTR = "_kata_boundary"
 
 
-def _wrap_function(fn: Any, label: str, keep: bool = True) -> Any:
+# The threads in which learner code, entered through the boundary, is running (thread idents:
+# a set and get_ident() cost a third of a threading.local's attribute on this hot path).
+_INSIDE: set[int] = set()
+
+
+def _wrap_function(fn: Any, label: str, keep: bool = True, check: bool = True) -> Any:
     """The guarded version of learner function `fn` (one per function; `keep`: remembered, so
-    that every module naming `fn` gets the same wrapper; not for closures made per call)."""
+    that every module naming `fn` gets the same wrapper; not for closures made per call).
+    `check=False`: only marks learner code as running (``__init__``: nothing to check)."""
     known = _GUARDED.get(id(fn))
     if known is not None and known.__wrapped__ is fn:
         return known
     spec = _Spec(inspect.unwrap(fn) if hasattr(fn, "__wrapped__") else fn, label)
-    learner = _fence().learner_files()
-    frame = sys._getframe
-    cross = _cross
-    generator = inspect.isgeneratorfunction(fn)
+    # closure cells only, no globals: a copy of this code rebound elsewhere still works
+    inside, ident, cross, checked_iterator = _INSIDE, threading.get_ident, _cross, _checked_iterator
 
-    if generator:  # still a generator function: inspect.isgeneratorfunction says so
+    if inspect.isgeneratorfunction(fn):  # a generator function still: inspect says so
 
         def guarded_gen(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
             gen = fn(*args, **kwargs)
-            if frame(1).f_code.co_filename in learner:
+            if ident() in inside:  # consumed by learner code
                 return (yield from gen)
-            return (yield from _checked_iterator(gen, label))
+            return (yield from checked_iterator(gen, label))
 
         wrapper = functools.wraps(fn)(guarded_gen)
     else:
 
         def guarded(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
-            result = fn(*args, **kwargs)
-            if frame(1).f_code.co_filename in learner:  # learner code calling its own
+            me = ident()
+            if me in inside:  # learner code calling its own: its values are its business
+                return fn(*args, **kwargs)
+            inside.add(me)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                inside.discard(me)
+            if type(result) in spec.fast or not check:  # a plain int for `-> int`, ...
                 return result
             return cross(result, spec)
 
@@ -629,6 +722,8 @@ _SKIP_METHODS = frozenset(
      "__reduce_ex__", "__getstate__", "__setstate__", "__class_getitem__", "__len__",
      "__contains__", "__exit__", "__copy__", "__deepcopy__", "__dir__", "__sizeof__"}
 )  # fmt: skip
+_ENTER_ONLY = frozenset({"__init__", "__post_init__", "__repr__", "__str__", "__len__",
+                         "__contains__", "__exit__"})  # fmt: skip
 _CLASSES: set[int] = set()  # ids of learner classes already guarded (kept alive by their module)
 
 
@@ -639,11 +734,13 @@ def _guard_class(cls: type) -> None:
     _CLASSES.add(id(cls))
     owner = cls.__module__.rsplit(".", 1)[-1]
     for name, attr in list(cls.__dict__.items()):
-        if name in _SKIP_METHODS or name in VALUE_METHODS:
-            continue
         label = f"{owner}.{cls.__qualname__}.{name}"
         new: Any = None
-        if isinstance(attr, staticmethod | classmethod) and _guardable(attr.__func__):
+        if name in _ENTER_ONLY and isinstance(attr, types.FunctionType) and _guardable(attr):
+            new = _wrap_function(attr, label, check=False)  # learner code runs: no result
+        elif name in _SKIP_METHODS or name in VALUE_METHODS:
+            continue
+        elif isinstance(attr, staticmethod | classmethod) and _guardable(attr.__func__):
             new = type(attr)(_wrap_function(attr.__func__, label))
         elif isinstance(attr, property) and attr.fget is not None and _guardable(attr.fget):
             new = attr.getter(_wrap_function(attr.fget, label))
