@@ -226,6 +226,23 @@ def not_started() -> int:
     todo("not_started")
 
 
+def _helper() -> int:
+    return None  # wrong for its annotation, but only learner code calls it
+
+
+class Builder:
+    def __init__(self) -> None:
+        self.value = _helper()  # __init__ runs as learner code: _helper is not checked
+
+
+def make_class():
+    class Made:
+        def get(self) -> int:
+            return Liar(1)
+
+    return Made()
+
+
 def raises(x: int) -> int:
     raise ValueError(f"x must be positive, got {x}")
 """
@@ -342,6 +359,40 @@ def test_methods_properties_generators_and_returned_callables_are_checked(
     fn = calc.closure()
     with pytest.raises(BoundaryError, match=r"closure.<locals>.<lambda> \(returned by calc"):
         fn()
+
+
+def test_learner_code_calling_its_own_is_unchecked_even_from_init(
+    modules: tuple[Any, Any],
+) -> None:
+    calc, _ = modules
+    assert calc.Builder().value is None
+
+
+def test_a_class_first_met_in_a_returned_value_is_guarded_then(modules: tuple[Any, Any]) -> None:
+    calc, _ = modules
+    made = calc.make_class()
+    with pytest.raises(
+        BoundaryError, match=r"^calc\.make_class.<locals>.Made\.get returned an int"
+    ):
+        made.get()
+
+
+def test_a_call_from_another_thread_is_checked(modules: tuple[Any, Any]) -> None:
+    import threading
+
+    calc, _ = modules
+    caught: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            calc.liar_int()
+        except BaseException as e:  # noqa: BLE001
+            caught.append(e)
+
+    t = threading.Thread(target=call)
+    t.start()
+    t.join()
+    assert len(caught) == 1 and isinstance(caught[0], BoundaryError), caught
 
 
 def test_a_given_simulator_calling_learner_code_gets_checked_values(
