@@ -161,10 +161,16 @@ def _is_learner_code(obj: Any) -> bool:
     return code is not None and code.co_filename in _fence().learner_files()
 
 
+_C_METHODS = (types.WrapperDescriptorType, types.MethodDescriptorType,
+              types.ClassMethodDescriptorType, types.MethodWrapperType)  # fmt: skip
+
+
 def _honest(cls: type, name: str, attr: Any) -> bool:
     """Whether `cls.__dict__[name]` (a value method) cannot lie about the value."""
     if attr is None:  # __hash__ = None: unhashable
         return True
+    if isinstance(attr, _C_METHODS) and isinstance(getattr(attr, "__objclass__", None), type):
+        return issubclass(cls, attr.__objclass__)  # a C base's own method (upb's Message.__eq__)
     if not cls.__flags__ & (1 << 9):  # not a heap type: implemented in C (int, ndarray, protobuf)
         return True
     if cls in _TRUSTED:
@@ -449,6 +455,8 @@ class _Spec:
                     eval(raw, getattr(self.fn, "__globals__", {})) if isinstance(raw, str) else raw
                 )  # noqa: S307
             except Exception:  # a name imported under TYPE_CHECKING only: no typed check
+                return None
+            if hint is Any or hint is object:  # anything goes: nothing to check
                 return None
             self._hint = type(None) if hint is None else hint
             self.fast = _fast_types(self._hint)
