@@ -67,6 +67,7 @@ class KataState:
     started: float = field(default_factory=time.time)  # the run's start (the controller's)
     kata_order: list[Manifest] = field(default_factory=list)  # katas in collection order
     run_errors: list[str] = field(default_factory=list)  # from add_run_error, said first
+    seed: int = 0  # the run seed (harness.seeds): the controller's, on every worker too
 
 
 STATE = pytest.StashKey[KataState]()

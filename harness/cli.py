@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import atomic, layout, progress
+from . import atomic, layout, progress, seeds
 from .guide import command
 from .manifest import TIERS, Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
@@ -263,7 +263,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
             args.mutants, args.mutant_seed, args.mutant_jobs, args.mutant_timeout
         )
     verdicts = verify(
-        paths, root, extra, run_shortcuts=not args.no_shortcuts, record=args.record, mutants=mutants
+        paths,
+        root,
+        extra,
+        run_shortcuts=not args.no_shortcuts,
+        record=args.record,
+        mutants=mutants,
+        seed=args.seed,
+        fresh_seeds=args.seeds,
     )
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
@@ -420,6 +427,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mutant-seed", default="0", help="the mutant sample's seed (default 0)")
     s.add_argument(
         "--mutant-timeout", type=float, default=None, help="each mutant's wall limit, seconds"
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=seeds.VERIFY_SEED,
+        metavar="N",
+        help=f"the run seed of every run (default {seeds.VERIFY_SEED}: the same inputs each time)",
+    )
+    s.add_argument(
+        "--seeds",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also run each reference on K fresh seeds: finds references wrong on rare inputs",
     )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (

@@ -81,7 +81,7 @@ class ResultCollector:
 
     def __init__(self, state: KataState) -> None:
         self.state = state
-        self.builder = ResultBuilder(state.root, state.impl, list(state.caps.tiers))
+        self.builder = ResultBuilder(state.root, state.impl, list(state.caps.tiers), state.seed)
         self.partial = False  # the run left some of its katas' tests out
         self.once: dict[tuple[str, str], str] = {}  # (kata, problem) -> the test that showed it
 

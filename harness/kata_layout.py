@@ -2,8 +2,9 @@
 
 Static checks of one kata's files (nothing runs): test file names, tests named after their
 task, fixtures defined once (in the public ``tests/conftest.py``), no stray files in ``tests/``,
-given code in the kata directory only, the solutions mirror holding only the learner files, and
-hidden hypothesis tests using ``harness.testing.hidden_settings``. Each problem is one sentence
+given code in the kata directory only, the solutions mirror holding only the learner files,
+hidden hypothesis tests using ``harness.testing.hidden_settings``, and every check of a hidden
+test carrying a message. Each problem is one sentence
 naming the file and what to do.
 """
 
@@ -23,11 +24,28 @@ _IGNORED = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
 # Rules kata verify enforces; a rule listed in NOT_ENFORCED_YET is reported as a note only,
 # until every kata on main follows it (then remove it from the set).
-RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings", "mirror",
-         "shortcut-files")  # fmt: skip
+RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings",
+         "hidden-messages", "mirror", "shortcut-files")  # fmt: skip
 # shortcut-files: until `kata shortcut convert` has turned every whole-copy shortcut on main into
 # a patch (other work still adds copies); then remove it from this set.
 NOT_ENFORCED_YET: set[str] = {"shortcut-files"}
+
+# hidden-messages is enforced kata by kata: the katas below still have hidden assertions without
+# a message (a note for them, not an error). A kata leaves this set in the commit that makes its
+# hidden tests clean; then kata verify fails on any new assertion without a message there.
+MESSAGES_PENDING: set[str] = {
+    "memory-hierarchy", "simt", "matmul", "occupancy", "reduction", "streams", "transpose",
+    "vector-add", "expr-to-ptx", "nvcc-pipeline", "container", "kgpu-driver",
+    "caching-allocator", "stream-scheduler", "cluster-scheduler", "device-plugin",
+    "gpu-sharing", "continuous-batching", "paged-kv-cache",
+}  # fmt: skip
+
+
+def enforced(rule: str, kata_id: str) -> bool:
+    """Whether a finding of `rule` in kata `kata_id` fails kata verify (else it is a note)."""
+    if rule in NOT_ENFORCED_YET:
+        return False
+    return not (rule == "hidden-messages" and kata_id in MESSAGES_PENDING)
 
 
 def check(m: Manifest) -> list[tuple[str, str]]:
@@ -47,6 +65,7 @@ def check(m: Manifest) -> list[tuple[str, str]]:
     if hidden is not None:
         found += [("hidden-settings", f"{_short(p)}: {why}")
                   for p in _test_files(hidden) for why in _settings(p)]  # fmt: skip
+        found += [("hidden-messages", s) for p in _test_files(hidden) for s in _messages(p)]
     if mirror is not None:
         found += [("mirror", s) for s in _mirror_files(m, mirror)]
         found += [("shortcut-files", s) for s in _shortcut_files(m, mirror)]
@@ -178,9 +197,37 @@ def _settings(path: Path) -> list[str]:
             if any(a.name == "settings" for a in node.names):
                 return [
                     "imports hypothesis.settings: use harness.testing.hidden_settings(N) "
-                    "(derandomized, no database, no shrinking)"
+                    "(seeded by the run seed, no database, no shrinking)"
                 ]
     return []
+
+
+_NUMPY_ASSERTS = {"assert_allclose", "assert_array_equal", "assert_array_almost_equal",
+                  "assert_equal", "assert_almost_equal", "assert_array_less"}  # fmt: skip
+
+
+def _messages(path: Path) -> list[str]:
+    """Every check in a hidden test says what failed: the learner sees its message only (never
+    the test's source). An `assert` carries a message; `numpy.testing.assert_*` an `err_msg=`;
+    `pytest.raises` (whose failure, "DID NOT RAISE", names no function) is
+    `harness.testing.raises(Error, "what must raise")`. A kata's own checking helper is the
+    helper's to word (it is not looked into here)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and node.msg is None:
+            out.append(f"{_short(path)}:{node.lineno}: an assert without a message: say which "
+                       "function and property failed, on what input "
+                       '(assert got == want, f"f({x}) is wrong: expected {want}, got {got}")')  # fmt: skip
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name, owner = node.func.attr, node.func.value
+            if name in _NUMPY_ASSERTS and not any(k.arg == "err_msg" for k in node.keywords):
+                out.append(f"{_short(path)}:{node.lineno}: {name} without err_msg=: say which "
+                           "function and property failed, on what input")  # fmt: skip
+            elif name == "raises" and isinstance(owner, ast.Name) and owner.id == "pytest":
+                out.append(f"{_short(path)}:{node.lineno}: pytest.raises fails with \"DID NOT "
+                           'RAISE\" only: use harness.testing.raises(Error, "what must raise")')  # fmt: skip
+    return sorted(out, key=lambda s: int(s.split(":")[1]))
 
 
 # --------------------------------------------------------------------------- the mirror
@@ -228,4 +275,4 @@ def _short(path: Path) -> str:
     return str(path)
 
 
-__all__ = ["NOT_ENFORCED_YET", "RULES", "check"]
+__all__ = ["MESSAGES_PENDING", "NOT_ENFORCED_YET", "RULES", "check", "enforced"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from . import hangs, layout
+from . import hangs, layout, seeds
 from .api import (
     ITEM_INFO,
     KATA_DIR,
@@ -159,6 +160,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kata-sanitize", default=None, help="sanitizers for native builds: address,undefined"
     )
     g.addoption("--kata-no-budgets", action="store_true", help="skip performance-budget tests")
+    g.addoption(
+        "--kata-seed",
+        type=_seed_option,
+        default=None,
+        metavar="N",
+        help="the run seed the hidden tests draw their inputs from (also $KATA_SEED; default: "
+        "a fresh one, printed in the summary and the reports): give it to reproduce a run",
+    )
+
+
+def _seed_option(value: str) -> int:
+    import argparse
+
+    try:
+        return seeds.parse(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _run_seed(config: pytest.Config, worker: dict[str, Any] | None) -> int:
+    """The controller's seed on an xdist worker; else --kata-seed, $KATA_SEED or a fresh one."""
+    if worker is not None and "kata_seed" in worker:
+        return int(worker["kata_seed"])
+    if config.option.kata_seed is not None:
+        return int(config.option.kata_seed)
+    try:
+        from_env = seeds.from_env()
+    except ValueError as e:
+        raise pytest.UsageError(f"${seeds.ENV}: {e}") from None
+    return seeds.fresh() if from_env is None else from_env
 
 
 def _impl_option(value: str) -> str:
@@ -170,6 +201,7 @@ def _impl_option(value: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+@pytest.hookimpl(tryfirst=True)  # before hypothesis' own configure reads --hypothesis-seed
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -193,6 +225,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if allowance <= 0:
         raise pytest.UsageError(f"--kata-hang-allowance={allowance:g}: must be a number of seconds")
     hangs.forget_all()  # a new session (pytester runs several in one process)
+    seed = _run_seed(config, worker)
+    seeds.set_run_seed(seed)
+    if getattr(config.option, "hypothesis_seed", "absent") is None:
+        # Hypothesis draws from the run seed too (state machines, find()): given tests also get
+        # a seed of their own per test (_seed_hypothesis); --hypothesis-seed, if given, wins.
+        config.option.hypothesis_seed = seed
     state = KataState(
         root=root,
         impl=config.option.kata_impl,
@@ -201,6 +239,7 @@ def pytest_configure(config: pytest.Config) -> None:
         results_dir=results_dir,
         reports=list(config.option.kata_report),
         keeper=TimeKeeper(budget, started, allowance),
+        seed=seed,
     )
     if started is not None:
         state.started = started
@@ -229,6 +268,7 @@ class _XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kata_capabilities"] = _state(node.config).caps.to_json()
         node.workerinput["kata_run_started"] = _state(node.config).started
+        node.workerinput["kata_seed"] = _state(node.config).seed  # every worker draws alike
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -246,7 +286,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     state = _state(config)
     missing = [t for t in ("cluster-sim", "gpu") if not state.caps.has_tier(t)]
-    lines = [f"gpu-katas: implementation={state.impl}; tiers: {', '.join(state.caps.tiers)}"]
+    lines = [
+        f"gpu-katas: implementation={state.impl}; tiers: {', '.join(state.caps.tiers)}; "
+        f"seed {state.seed}"
+    ]
     for t in missing:
         lines.append(f"  no {t} tier: {state.caps.why_not(t)}")
     return lines
@@ -439,6 +482,36 @@ def kata(request: pytest.FixtureRequest) -> KataContext:
     return kata_context(request.config, request.path)
 
 
+def test_key(item: pytest.Item) -> str:
+    """`test_x.py::test_y[3]`: what a test's random stream is derived from (with the run seed),
+    the same whichever directory pytest runs from and wherever the hidden tests come from."""
+    return f"{item.path.name}::{item.name}"
+
+
+@pytest.fixture
+def kata_seed(request: pytest.FixtureRequest) -> int:
+    """This test's seed: derived from the run seed (``--kata-seed``) and the test's name, so it
+    changes from run to run and reproduces with the run seed."""
+    return seeds.derive(test_key(request.node))
+
+
+@pytest.fixture
+def kata_rng(kata_seed: int) -> Any:
+    """A ``numpy.random.Generator`` seeded with :func:`kata_seed`: hidden tests draw fresh
+    inputs from it (``kata_rng.integers(1, 4096)``)."""
+    import numpy as np
+
+    return np.random.default_rng(kata_seed)
+
+
+@pytest.fixture
+def kata_random(kata_seed: int) -> Any:
+    """A ``random.Random`` seeded with :func:`kata_seed`."""
+    import random
+
+    return random.Random(kata_seed)
+
+
 @pytest.fixture
 def kata_metrics(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Numbers and pictures a test reports: ``kata_metrics["ratio"] = 1.7``,
@@ -497,9 +570,13 @@ def pytest_runtest_setup(item: pytest.Item):
 
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_call(item: pytest.Item):
+    if ITEM_INFO in item.stash:
+        seeds.set_current_key(test_key(item))
+        _seed_hypothesis(item)
     try:
         return (yield)
     finally:
+        seeds.set_current_key("")
         # The test's code has ended: its report is made with no alarm pending (one firing in the
         # middle of it stopped the sandbox child: "your code stopped the test run").
         if item.stash.get(_ALARM, None) is not None:
@@ -518,6 +595,20 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 _ALARM = pytest.StashKey[Any]()  # the SIGALRM handler to restore
+
+
+def _seed_hypothesis(item: pytest.Item) -> None:
+    """A kata's @given test draws from a seed of its own, derived from the run seed and its key
+    (``hypothesis.seed``, set again before each parametrized case)."""
+    obj = getattr(item, "obj", None)
+    function = getattr(obj, "__func__", obj)
+    if function is None or "hypothesis" not in sys.modules:
+        return
+    from hypothesis import is_hypothesis_test
+    from hypothesis import seed as hypothesis_seed
+
+    if is_hypothesis_test(function):
+        hypothesis_seed(seeds.derive(test_key(item)))(function)
 
 
 def _start_alarm(item: pytest.Item, limit: TestLimit) -> None:
@@ -660,6 +751,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.longrepr = (item.location[0], (item.location[1] or 0) + 1, rec.message)
         else:
             rec.message = _message(call.excinfo, info.hidden)
+            if info.hidden and not _load_problem(call.excinfo):
+                rec.message += f" ({seeds.reproduce_hint(_state(item.config).seed)})"
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
                 rec.load_error = call.excinfo.value.key  # shown once per kata
             if info.hidden:

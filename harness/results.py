@@ -252,6 +252,7 @@ class RunResult:
     errors: list[str] = field(default_factory=list)  # run-level errors (outside any kata)
     exit_status: int | None = None
     notes: list[str] = field(default_factory=list)  # what the reports must say (excused tasks)
+    seed: int | None = None  # the run seed the hidden tests drew their inputs from (--kata-seed)
 
     @property
     def points(self) -> int:
@@ -320,6 +321,7 @@ class RunResult:
             d.get("errors", []),
             d.get("exit_status"),
             list(d.get("notes", [])),
+            d.get("seed"),
         )
 
     def save(self, path: Path) -> None:
@@ -345,8 +347,8 @@ def split_nodeid(nodeid: str) -> tuple[str, str]:
 class ResultBuilder:
     """Collects test reports into a RunResult. Lives on the controller only."""
 
-    def __init__(self, root: Path, impl: str, tiers: list[str]) -> None:
-        self.root, self.impl, self.tiers = root, impl, tiers
+    def __init__(self, root: Path, impl: str, tiers: list[str], seed: int | None = None) -> None:
+        self.root, self.impl, self.tiers, self.seed = root, impl, tiers, seed
         self.started = time.time()
         self.records: dict[str, TestRecord] = {}
         self.katas: dict[Path, Manifest] = {}
@@ -468,6 +470,7 @@ class ResultBuilder:
             round(time.time() - self.started, 3),
             self.errors,
             exit_status,
+            seed=self.seed,
         )
 
 

@@ -101,6 +101,8 @@ def render_summary(tr: Any, result: RunResult, written: list[str], partial: bool
         tr.write_line(f"note: {note}", yellow=True)
     total = f"total: {fmt_points(result.earned)}/{result.points} points"
     tr.write_line(total, bold=True, green=result.earned == result.points and result.points > 0)
+    if result.seed is not None:
+        tr.write_line(f"seed: {result.seed} (the same inputs again: --kata-seed={result.seed})")
     if partial:
         tr.write_line("note: " + PARTIAL_NOTE.format(kata=command("kata")))
     for path in written:

@@ -8,30 +8,48 @@ Tests import from here freely; learner modules must not (it is grader-side code)
     @given(n=st.integers(1, 3000))
     def test_plan_any_size(schedule, n): ...
 
+    def test_blocks_on_fresh_sizes(kata, kata_rng):       # fixtures of harness.plugin
+        for n in kata_rng.integers(1, 1 << 20, size=20): ...
+
     if wrote_nothing(C):
         raise KataTodo("matmul_tiled wrote nothing yet")
 
     check_written(C, "matmul_tiled")  # the same, in one line
+
+Fresh inputs, reproducibly: every run has a seed (``--kata-seed=N`` / ``$KATA_SEED``, else a
+fresh one; printed in the summary, the reports and a hidden test's failure). Hypothesis tests
+under :func:`hidden_settings` draw from it (a seed per test, from the run seed and the test's
+name); the ``kata_rng`` (numpy ``Generator``), ``kata_random`` (``random.Random``) and
+``kata_seed`` (int) fixtures give a test its own stream; :func:`rng` / :func:`random_for` do
+the same where no fixture reaches (module level: a key of your choosing; in a test: the
+running test's key).
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
+
+from .seeds import derive, run_seed
+from .seeds import random_for as _random_for
+from .seeds import rng as _rng
 
 
 def hidden_settings(max_examples: int = 60, **overrides: Any) -> Any:
-    """Hypothesis settings for hidden tests: derandomized (a grade never depends on luck), no
-    example database (nothing written into a learner's tree), no shrinking (a wrong answer fails
-    fast and the message is the first counterexample), no deadline and no too-slow or
-    data-too-large health checks (machines and submissions differ; a grade must not fail on
-    them), and function-scoped fixtures allowed (the `kata` fixtures are module-scoped anyway).
-    Every hidden test uses this (kata verify checks it): `overrides` for what a kata needs else."""
+    """Hypothesis settings for hidden tests: examples drawn from the run seed (fresh each run,
+    reproduced by ``--kata-seed``: the harness gives each test ``hypothesis.seed`` of its own,
+    and ``--hypothesis-seed`` the run seed for the rest, state machines included), no example
+    database (nothing written into a learner's tree), no shrinking (a wrong answer fails fast
+    and the message is the first counterexample), no deadline and no too-slow or data-too-large
+    health checks (machines and submissions differ; a grade must not fail on them), and
+    function-scoped fixtures allowed (the `kata` fixtures are module-scoped anyway). Every hidden
+    test uses this (kata verify checks it): `overrides` for what a kata needs else."""
     from hypothesis import HealthCheck, Phase, settings
 
     base: dict[str, Any] = dict(
         max_examples=max_examples,
         deadline=None,
-        derandomize=True,
+        derandomize=False,  # the seed comes from the run seed (harness.plugin), not the source
         database=None,
         phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[
@@ -42,6 +60,54 @@ def hidden_settings(max_examples: int = 60, **overrides: Any) -> Any:
     )
     base.update(overrides)
     return settings(**base)
+
+
+def rng(key: str | None = None) -> Any:
+    """A ``numpy.random.Generator`` from the run seed and `key` (default: the running test's
+    name), e.g. ``rng("shapes")`` for module-level cases that change from run to run."""
+    return _rng(key)
+
+
+def random_for(key: str | None = None) -> random.Random:
+    """A ``random.Random`` from the run seed and `key` (default: the running test's name)."""
+    return _random_for(key)
+
+
+def seeded(key: str) -> int:
+    """A 64-bit seed from the run seed and `key`."""
+    return derive(key)
+
+
+def raises(expected: Any, sentence: str, match: str | None = None) -> Any:
+    """``pytest.raises`` for hidden tests, whose failure teaches: a context manager that fails
+    with ``AssertionError("<sentence>: it raised nothing (expected <Error>)")`` when the block
+    raises nothing, or an `expected` error whose text does not contain `match` (a regular
+    expression). Another exception passes through (the learner's code raised it)::
+
+        with raises(ValueError, "vector_add(n=-1) must refuse a negative size", match="-1"):
+            launch.vector_add(-1)
+    """
+    import contextlib
+    import re
+
+    names = " or ".join(
+        e.__name__ for e in (expected if isinstance(expected, tuple) else (expected,))
+    )
+
+    @contextlib.contextmanager
+    def checking() -> Any:
+        try:
+            yield
+        except expected as e:
+            if match is not None and not re.search(match, str(e)):
+                raise AssertionError(
+                    f"{sentence}: it raised {type(e).__name__}({str(e)!r}), which does not "
+                    f"say {match!r}"
+                ) from None
+            return
+        raise AssertionError(f"{sentence}: it raised nothing (expected {names})")
+
+    return checking()
 
 
 def wrote_nothing(out: Any, sentinel: float | None = None) -> bool:
@@ -144,3 +210,18 @@ def fresh_module(module: Any) -> Any:
     sys.modules[spec.name] = fresh  # dataclasses look their module up while it loads
     spec.loader.exec_module(fresh)
     return fresh
+
+
+__all__ = [
+    "CallLog",
+    "check_written",
+    "fresh_module",
+    "hidden_settings",
+    "raises",
+    "random_for",
+    "rng",
+    "run_seed",
+    "seeded",
+    "watch_calls",
+    "wrote_nothing",
+]

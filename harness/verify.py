@@ -7,6 +7,11 @@ started* on every test they run (never earning points, never failing); every sho
 (:mod:`.shortcuts`). With ``--mutants[=N]``, N sampled mutants of each reference are run and
 judged too (:mod:`.mutants`). Tests run in pytest subprocesses, the same way a learner runs
 them, with results written to a private directory.
+
+Seeds: the hidden tests draw fresh inputs from a run seed (:mod:`.seeds`). `kata verify` runs
+with a fixed one (:data:`VERIFY_SEED`, or ``seed=``), so CI never goes red by luck; with
+``fresh_seeds=K`` (``kata verify --seeds=K``) it also runs the reference on K fresh seeds and
+reports each one it fails on, with the seed to reproduce it: a reference wrong on rare inputs.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import kata_layout
+from . import kata_layout, seeds
 from .layout import rel as _rel
 from .manifest import Manifest, ManifestError, discover, load_manifest
 from .mutants import KataMutation, MutantOptions, mutate_kata
@@ -30,6 +35,8 @@ from .shortcuts import (
     shortcuts,
     too_few,
 )
+
+VERIFY_SEED = seeds.VERIFY_SEED
 
 
 @dataclass
@@ -70,10 +77,16 @@ def verify(
     run_shortcuts: bool = True,
     record: bool = False,
     mutants: MutantOptions | None = None,
+    seed: int = VERIFY_SEED,
+    fresh_seeds: int = 0,
 ) -> list[KataVerdict]:
     """`record`: write each passing kata's time_budget from the reference's run time.
-    `mutants`: then sample and run mutants of each kata whose reference passes (`--mutants`)."""
-    extra = extra or []
+    `mutants`: then sample and run mutants of each kata whose reference passes (`--mutants`).
+    Every run uses run seed `seed`; `fresh_seeds` more runs of the reference each draw a fresh
+    one."""
+    extra = list(extra or [])
+    if not any(a.startswith("--kata-seed") for a in extra):
+        extra.append(f"--kata-seed={seed}")
     kata_dirs = sorted({d for p in paths for d in discover(p)})
     verdicts: dict[str, KataVerdict] = {}
     runnable: list[Path] = []
@@ -102,6 +115,13 @@ def verify(
         if run_shortcuts:
             for d in runnable:
                 _judge_shortcuts(load_manifest(d), by_path[_rel(d, root)], root, extra, Path(tmp))
+        fixed = [a for a in extra if not a.startswith("--kata-seed")]
+        for _ in range(fresh_seeds):
+            other = seeds.fresh()
+            run, output = run_pytest(
+                runnable, root, "solution", [*fixed, f"--kata-seed={other}"], Path(tmp)
+            )
+            _judge_fresh_seed(run, output, other, runnable, root, by_path)
     for name, run, output in (("solution", solution, sol_out), ("learner", learner, learner_out)):
         if run is None:
             for d in runnable:
@@ -169,6 +189,29 @@ def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
                 v.notes.append(f"task {t.id!r}: not verified here ({reasons})")
 
 
+def _judge_fresh_seed(
+    run: RunResult | None,
+    output: str,
+    seed: int,
+    dirs: list[Path],
+    root: Path,
+    by_path: dict[str, KataVerdict],
+) -> None:
+    """The reference on a fresh seed: every test it fails there is a problem, with the seed."""
+    where = f"on fresh seed {seed} (--kata-seed={seed})"
+    if run is None:
+        for d in dirs:
+            by_path[_rel(d, root)].problems.append(f"{where}: no results:\n{output[-2000:]}")
+        return
+    found: dict[str, KataVerdict] = {p: KataVerdict(v.kata, v.path) for p, v in by_path.items()}
+    _judge_solution(run, found)
+    for path, v in found.items():
+        for problem in v.problems:
+            by_path[path].problems.append(f"{where}: {problem}")
+        if not v.problems and path in by_path:
+            by_path[path].notes.append(f"reference passes {where}")
+
+
 def _judge_learner(run: RunResult, by_path: dict[str, KataVerdict]) -> None:
     """Every stub is *not started* on every test it runs: never earning points, never failing."""
     for k in run.katas:
@@ -212,7 +255,7 @@ def _first_line(text: str, limit: int = 300) -> str:
 def _judge_layout(m: Manifest, verdict: KataVerdict) -> None:
     """docs/kata-layout.md, checked statically: each departure says what to move where."""
     for rule, sentence in kata_layout.check(m):
-        if rule in kata_layout.NOT_ENFORCED_YET:
+        if not kata_layout.enforced(rule, m.id):
             verdict.notes.append(f"layout ({rule}, not enforced yet): {sentence}")
         else:
             verdict.problems.append(f"layout ({rule}): {sentence}")

@@ -224,6 +224,7 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
         "generated": time.strftime("%Y-%m-%d %H:%M", time.localtime(result.started or time.time())),
         "impl": result.impl,
         "tiers": ", ".join(result.tiers) or "cpu",
+        "seed": result.seed,
         "duration": _duration(result.duration),
         "status": result.status,
         "status_css": _STATUS_CSS[result.status],

@@ -98,6 +98,8 @@ def build(result: RunResult, family: str = "xunit2") -> ET.Element:
             "earned": fmt_points(kata.earned),
             "status": kata.status,
         }
+        if result.seed is not None:
+            props["seed"] = str(result.seed)  # the run seed: --kata-seed reproduces the inputs
         for task in kata.tasks:
             props[f"task:{task.id}"] = f"{fmt_points(task.earned)}/{task.points}"
             props[f"task:{task.id}:status"] = task.status

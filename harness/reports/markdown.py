@@ -41,6 +41,8 @@ def render(result: RunResult) -> str:
     out += [f"Status: **{result.status}**.", ""]
     if result.impl != "learner":
         out += [f"Implementation under test: `{result.impl}`.", ""]
+    if result.seed is not None:
+        out += [f"Seed: `{result.seed}` (reproduce with `--kata-seed={result.seed}`).", ""]
     out += ["| Phase | Kata | Task | Status | Points |", "| ---: | --- | --- | --- | ---: |"]
     for kata in result.katas:
         for task in kata.tasks:

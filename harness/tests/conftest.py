@@ -148,7 +148,8 @@ def repo(pytester: pytest.Pytester) -> KataRepo:
 
 
 def summary_of(output: str) -> list[str]:
-    """The gpu-katas summary block of a pytest run's output, without the timing line."""
+    """The gpu-katas summary block of a pytest run's output, without the timing line and the
+    run seed's line (a fresh seed each run: harness/tests/test_seeds.py checks it)."""
     lines = output.splitlines()
     start = next(
         i for i, line in enumerate(lines) if line.startswith("=") and " gpu-katas " in line
@@ -157,5 +158,6 @@ def summary_of(output: str) -> list[str]:
     for line in lines[start + 1 :]:
         if line.startswith("=") or line.startswith("report written"):
             break
-        block.append(line)
+        if not line.startswith("seed: "):
+            block.append(line)
     return block

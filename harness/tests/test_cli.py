@@ -139,3 +139,32 @@ def test_watch_reruns_after_a_save(repo: KataRepo) -> None:
     assert proc.wait(timeout=120) == 0, text
     assert text.count("--- kata watch") == 2
     assert re.search(r"add\s+0/10", text) and re.search(r"add\s+10/10", text), text
+
+
+SEEDED_HIDDEN = """\
+from harness.testing import run_seed
+
+
+def test_add_drawn(calc):
+    a = run_seed() % 1000
+    assert calc.add(a, 1) == a + 1, f"add({a}, 1) is wrong"
+
+
+def test_mul_hidden(calc):
+    assert calc.mul(7, 6) == 42, "mul(7, 6) should be 42"
+"""
+
+
+def test_verify_uses_a_fixed_seed_and_seeds_finds_rare_failures(repo: KataRepo, capsys) -> None:
+    repo.add_demo(
+        stub="from harness import todo\ndef add(a, b):\n    todo()\n\ndef mul(a, b):\n    todo()\n",
+        solution="def add(a, b):\n    return a + b if a < 10 else 0\n\ndef mul(a, b):\n    return a * b\n",
+        hidden=SEEDED_HIDDEN,
+    )  # the reference is wrong for a >= 10: right on seed 1005 (a = 5), wrong on most others
+    code, out = kata(repo, "verify", "--no-shortcuts", "--seed=1005", capsys=capsys)
+    assert code == 0, out
+    code, out = kata(repo, "verify", "--no-shortcuts", "--seed=1005", "--seeds=3", capsys=capsys)
+    assert code == 1, out
+    found = re.search(r"on fresh seed (\d+) \(--kata-seed=(\d+)\): task 'add': reference fails "
+                      r"test_add_drawn: AssertionError: add\((\d+), 1\) is wrong", out)  # fmt: skip
+    assert found and found[1] == found[2] and int(found[1]) % 1000 == int(found[3]), out

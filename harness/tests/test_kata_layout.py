@@ -53,7 +53,7 @@ def test_each_departure_says_what_to_move_where(repo: KataRepo) -> None:
     ]
     assert got["hidden-settings"] == [
         "solutions/.../demo/tests/test_hidden_demo_extra.py: imports hypothesis.settings: use "
-        "harness.testing.hidden_settings(N) (derandomized, no database, no shrinking)"
+        "harness.testing.hidden_settings(N) (seeded by the run seed, no database, no shrinking)"
     ]
     assert len(got["mirror"]) == 1 and "given_helper.py: not a learner file" in got["mirror"][0]
     # test_sum_of_two matches no task's pattern: verify's run reports it, not the layout check
@@ -92,3 +92,65 @@ def test_a_shortcut_holds_its_toml_and_patch_only(repo: KataRepo) -> None:
             "katas/.../demo` (it turns copies into the patch)"
         ]
     }
+
+
+UNMESSAGED = """\
+import numpy as np
+import pytest
+
+
+def test_add_quiet(calc):
+    assert calc.add(1, 2) == 3
+    assert calc.add(2, 2) == 4, "add(2, 2) is wrong"
+    np.testing.assert_allclose(calc.add(1.0, 2.0), 3.0)
+    np.testing.assert_allclose(calc.add(1.0, 2.0), 3.0, err_msg="add(1.0, 2.0)")
+    with pytest.raises(TypeError):
+        calc.add(None, 1)
+"""
+
+
+def test_every_hidden_check_carries_a_message(repo: KataRepo) -> None:
+    repo.add_demo(hidden=UNMESSAGED)
+    got = findings(repo)["hidden-messages"]
+    assert [s.split(": ", 1)[0] for s in got] == [
+        "solutions/.../demo/tests/test_hidden_demo.py:6",
+        "solutions/.../demo/tests/test_hidden_demo.py:8",
+        "solutions/.../demo/tests/test_hidden_demo.py:10",
+    ]
+    assert "an assert without a message" in got[0] and "err_msg" in got[1]
+    assert "harness.testing.raises" in got[2]
+
+
+def test_hidden_messages_fail_verify_once_a_kata_is_off_the_pending_list(
+    repo: KataRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness import kata_layout
+    from harness.verify import KataVerdict, _judge_layout
+
+    repo.add_demo(hidden=UNMESSAGED)
+    m = load_manifest(repo.root / KATA)
+    verdict = KataVerdict(m.id, KATA)
+    _judge_layout(m, verdict)
+    assert [p for p in verdict.problems if "hidden-messages" in p] and kata_layout.enforced(
+        "hidden-messages", "demo"
+    )
+    monkeypatch.setattr(kata_layout, "MESSAGES_PENDING", {"demo"})
+    pending = KataVerdict(m.id, KATA)
+    _judge_layout(m, pending)
+    assert not pending.problems and any("hidden-messages" in n for n in pending.notes)
+
+
+def test_testing_raises_teaches() -> None:
+    from harness.testing import raises
+
+    with raises(ValueError, "f(-1) must refuse -1", match="-1"):
+        raise ValueError("n=-1 is negative")
+    with pytest.raises(AssertionError, match=r"f\(-1\) must refuse -1: it raised nothing"):
+        with raises(ValueError, "f(-1) must refuse -1"):
+            pass
+    with pytest.raises(AssertionError, match="which does not say"):
+        with raises(ValueError, "f(-1) must refuse -1", match="negative"):
+            raise ValueError("bad")
+    with pytest.raises(KeyError):  # the learner's own exception passes through
+        with raises(ValueError, "f(-1) must refuse -1"):
+            raise KeyError("x")
