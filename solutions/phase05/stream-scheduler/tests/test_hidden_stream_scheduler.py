@@ -317,6 +317,45 @@ def test_deadlock_three_streams_and_a_bystander(new: Any, sched: Any) -> None:
     assert cyc[i:] + cyc[:i] == [a, c, b], f"a waits for c, c for b, b for a: {err.value}"
 
 
+@pytest.mark.kata_gate(
+    "a deadlock is not reported as its cycle of streams, in wait-for order: cycles of 2 to 5 "
+    "streams among bystanders, drawn at run time"
+)
+def test_deadlock_random_cycles_among_bystanders(new: Any, sched: Any) -> None:
+    """Each member of the cycle waits for a flag that only the next member writes, after its
+    own wait; the members are enqueued in a random order; bystanders run kernels, or wait
+    for a cycle member's flag (stuck, but in no cycle). The report names the cycle's streams,
+    each followed by the one it waits for."""
+    seed = run_seed()
+    r = random.Random(seed)
+    for trial in range(4):
+        s = new()
+        n, extra = r.randint(2, 5), r.randint(0, 3)
+        streams = [s.stream() for _ in range(n + extra)]
+        cycle = r.sample(streams, n)  # cycle[i] waits for cycle[i + 1]
+        flag = {st_: 100 + i for i, st_ in enumerate(streams)}
+        for i in r.sample(range(n), n):
+            me, nxt = cycle[i], cycle[(i + 1) % n]
+            s.wait_value(me, flag[nxt], 1)
+            s.write_value(me, flag[me], 1)
+        for b in (st_ for st_ in streams if st_ not in cycle):
+            if r.random() < 0.5:
+                s.launch(b, duration=1)
+            else:
+                s.wait_value(b, flag[r.choice(cycle)], 1)
+        with pytest.raises(sched.Deadlock) as err:
+            s.synchronize()
+        found = [int(x) for x in re.findall(r"stream (\d+)", str(err.value))]
+        where = f"(seed {seed}, trial {trial}: the cycle {cycle}, each waits for the next)"
+        assert found and found[0] == found[-1] and sorted(found[:-1]) == sorted(cycle), (
+            f"sched_synchronize: the deadlock report names streams {found}: {err.value} {where}"
+        )
+        i = found.index(cycle[0])
+        assert found[i:-1] + found[:i] == cycle, (
+            f"sched_synchronize: the report's order is not wait-for order: {err.value} {where}"
+        )
+
+
 def test_deadlock_value_written_twice(new: Any) -> None:
     s = new()
     a, b = s.stream(), s.stream()
