@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -46,8 +47,15 @@ def test_the_installs_are_offline_and_the_wheels_carried() -> None:
     assert installs and all("--no-index" in line for line in installs), installs
     assert 'carry=[".whl"]' in text, "the device tool's invocation names the wheels' folder"
     assert "/.whl/" in (ROOT / ".gitignore").read_text().split(), "the wheels are never committed"
+    # What --fetch-wheels downloads: the project's dependencies, read from pyproject.toml when
+    # it runs (a dependency added later is fetched too), and EXTRA_WHEELS.
+    assert '["project"]["dependencies"]' in text and '"$ROOT/pyproject.toml"' in text
+    extra = re.search(r"^EXTRA_WHEELS=\((.*)\)$", text, re.M)
+    assert extra is not None
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    fetched = {re.split(r"[<>=; ]", d.strip('"'))[0] for d in [*deps, *extra.group(1).split()]}
     for wheel in ("cffi", "pycparser", "cryptography", "grpcio", "grpcio-tools", "protobuf"):
-        assert re.search(rf'(^|\s|"){re.escape(wheel)}(>=|"|\s)', text), wheel
+        assert wheel in fetched, wheel
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
