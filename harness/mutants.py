@@ -160,8 +160,8 @@ def candidates(file: str, text: str) -> list[Mutant]:
 # --------------------------------------------------------------------------- cheap validity
 def _python_shape(text: str, file: str) -> str | None:
     """The module's AST as text, its messages and annotations left out (docstrings, the strings
-    of a `raise` or an `assert`'s message, type annotations: they change no behaviour a test
-    grades); None when it does not compile."""
+    of a `raise` or an `assert`'s message, type annotations and `from __future__` imports: they
+    change no behaviour a test grades); None when it does not compile."""
     try:
         compile(text, file, "exec", dont_inherit=True)
         tree = ast.parse(text)
@@ -185,6 +185,11 @@ def _python_shape(text: str, file: str) -> str | None:
             and isinstance(body[0].value.value, str)
         ):
             body[0] = ast.Pass()
+        if isinstance(node, ast.Module):  # `from __future__ import annotations`: annotations
+            node.body = [
+                ast.Pass() if isinstance(n, ast.ImportFrom) and n.module == "__future__" else n
+                for n in node.body
+            ]
         if isinstance(node, ast.arg):
             node.annotation = None  # annotations change no behaviour a test grades
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -441,6 +446,7 @@ class MutantResult:
     mutant: Mutant
     verdict: str  # CAUGHT, TIMEOUT, DENTED, UNNOTICED, EQUIVALENT, UNJUDGED
     tasks: list[TaskPoints] = field(default_factory=list)  # the tasks both runs judged
+    not_run: list[str] = field(default_factory=list)  # tasks this machine skips (tier, tools)
     diff: str = ""
     reason: str = ""  # EQUIVALENT: mutants.toml's reason; UNJUDGED: what went wrong
     seconds: float = 0.0
@@ -486,11 +492,12 @@ def judge(mutant: Mutant, reference: RunResult, run: RunResult, kata_id: str) ->
     got = _kata(run, kata_id)
     if ref is None or got is None:
         return MutantResult(mutant, UNJUDGED, reason=f"no results for kata {kata_id}")
-    tasks = []
+    tasks, not_run = [], []
     for rt in ref.tasks:
         mt = next((t for t in got.tasks if t.id == rt.id), None)
         if mt is None or not _judged(rt) or all(r.outcome == SKIPPED for r in mt.tests):
-            continue  # a task this machine cannot run says nothing about the mutant
+            not_run.append(rt.id)  # a task this machine cannot run says nothing of the mutant
+            continue
         tasks.append(TaskPoints(rt.id, rt.points, rt.earned, mt.earned))
     if not tasks:
         return MutantResult(mutant, UNJUDGED, reason="no task was judged in both runs")
@@ -500,7 +507,7 @@ def judge(mutant: Mutant, reference: RunResult, run: RunResult, kata_id: str) ->
         verdict = DENTED
     else:
         verdict = UNNOTICED
-    return MutantResult(mutant, verdict, tasks)
+    return MutantResult(mutant, verdict, tasks, not_run)
 
 
 def classify(mutant: Mutant, reference: RunResult, run: Run, kata_id: str) -> MutantResult:
@@ -749,9 +756,10 @@ def survivor_text(kata: str, r: MutantResult) -> str:
     """A survivor for its kata's owners: where, the mutation, the tasks and points it kept."""
     m = r.mutant
     kept = ", ".join(f"{t.task} {fmt_points(t.earned)}/{t.points}" for t in r.kept())
+    skipped = f" (not run here: {', '.join(r.not_run)})" if r.not_run else ""
     return (
         f"{kata} {m.where} [{m.id}] {r.verdict}: `{m.original.strip()}` → "
-        f"`{m.replacement.strip()}`; kept {kept}"
+        f"`{m.replacement.strip()}`; kept {kept}{skipped}"
     )
 
 

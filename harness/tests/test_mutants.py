@@ -87,6 +87,8 @@ def test_validity_drops_what_does_not_compile_or_changes_no_behaviour() -> None:
     assert not valid(mutant(4, '        raise ValueError(f"")'))  # a message
     assert not valid(mutant(3, "    if x <<< 0:"))  # a syntax error
     assert not valid(mutant(1, "def f(x: str) -> int:"))  # an annotation
+    future = M.Validity({"g.py": "from __future__ import annotations\nX = 1\n"})
+    assert not future(M.Mutant("g.py", 1, "from __future__ import annotations", "pass"))
     c = "int f(int a) {\n  return a + 1;  // one more\n}\n"
     cv = M.Validity({"k.c": c})
     assert not cv(M.Mutant("k.c", 2, "  return a + 1;  // one more", "  return a + 1;  // two"))
@@ -211,6 +213,7 @@ def test_a_mutant_that_keeps_more_than_half_of_every_task_survives() -> None:
         "k", full
     )
     assert [t.task for t in full.tasks] == ["a", "b"], "a task this machine skips is not judged"
+    assert full.not_run == ["g"] and M.survivor_text("k", full).endswith("(not run here: g)")
 
 
 def test_a_timeout_is_caught_and_a_run_without_results_is_not_scored() -> None:
