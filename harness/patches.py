@@ -23,11 +23,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from harness._lazy import lazy_module
 from harness.native.cache import ArtefactCache, cache_root, hash_parts
 
-unidiff = lazy_module("unidiff")
+if TYPE_CHECKING:
+    import unidiff
 
 PATCHED = "patched"  # <build cache>/patched/<key[:2]>/<key>/: materialised implementations
 NO_NEWLINE = "\\ No newline at end of file\n"
@@ -65,6 +66,10 @@ def lines(text: str) -> list[str]:
 
 def parse(patch_text: str) -> list[FilePatch]:
     """The files of a unified diff (``--- a/x`` / ``+++ b/x`` headers; a/ b/ prefixes optional)."""
+    # Imported here, not at start-up; and PatchSet and its error come from one module object
+    # (a cached attribute of an earlier import would not catch a re-imported module's error).
+    import unidiff
+
     try:
         patch_set = unidiff.PatchSet(lines(patch_text))
     except unidiff.UnidiffParseError as e:

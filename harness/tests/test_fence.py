@@ -20,6 +20,20 @@ def test_add_loads(kata):
 OK_BODY = "\n\ndef add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return a * b\n"
 
 
+def write_shortcut(repo: KataRepo, name: str, files: dict[str, str]) -> None:
+    """Shortcut `name` of the demo kata: `files` as a patch against today's reference."""
+    from harness.patches import make_patch
+
+    base = repo.root / "solutions/phase01/demo"
+    repo.write(
+        f"solutions/phase01/demo/shortcuts/{name}/shortcut.toml", 'task = "add"\nwhy = "w"\n'
+    )
+    changes = {
+        r: ((base / r).read_text() if (base / r).is_file() else None, t) for r, t in files.items()
+    }
+    (base / "shortcuts" / name / "shortcut.patch").write_text(make_patch(changes))
+
+
 def run_learner(repo: KataRepo, calc: str, *args: str, manifest: str | None = None) -> dict:
     """Run the demo kata with `calc` as the learner's calc.py; the test's record."""
     repo.add_demo(stub=calc, public=PUBLIC, hidden=None, manifest=manifest)
@@ -164,8 +178,7 @@ def test_a_reference_file_shared_by_a_shortcut_and_the_budgets_reference(repo: K
     repo.write("katas/phase01/demo/other.py", "")
     repo.write("solutions/phase01/demo/other.py", "")
     repo.write("solutions/phase01/demo/calc.py", "from .sim import BASE" + OK_BODY)
-    repo.write("solutions/phase01/demo/shortcuts/empty/shortcut.toml", 'task = "add"\nwhy = "w"\n')
-    repo.write("solutions/phase01/demo/shortcuts/empty/other.py", "X = 1\n")
+    write_shortcut(repo, "empty", {"other.py": "X = 1\n"})
     repo.write(
         "katas/phase01/demo/tests/test_both.py",
         "from harness.loader import KataContext\n\n"
@@ -198,8 +211,8 @@ def test_reading_the_reference_or_hidden_tests_from_disk_is_refused(
     repo: KataRepo, impl: str, target: str
 ) -> None:
     code = READ_REFERENCE.format(target=target)
-    repo.write("solutions/phase01/demo/shortcuts/peek/shortcut.toml", 'task = "add"\nwhy = "w"\n')
-    repo.write("solutions/phase01/demo/shortcuts/peek/calc.py", code)
+    repo.add_demo(stub=code, public=PUBLIC, hidden=None)
+    write_shortcut(repo, "peek", {"calc.py": code})
     record = run_learner(repo, code, f"--kata-impl={impl}")
     assert record["outcome"] != "passed", record
     assert "PermissionError: learner code may not read" in record["message"], record
@@ -213,7 +226,6 @@ def test_a_shortcut_still_loads_the_reference_files_it_does_not_replace(repo: Ka
     repo.add_demo(manifest=manifest, public=PUBLIC, hidden=None)
     repo.write("katas/phase01/demo/other.py", "")
     repo.write("solutions/phase01/demo/other.py", "def add(a, b):\n    return a + b\n")
-    repo.write("solutions/phase01/demo/shortcuts/s/shortcut.toml", 'task = "add"\nwhy = "w"\n')
-    repo.write("solutions/phase01/demo/shortcuts/s/calc.py", "from .other import add\n")
+    write_shortcut(repo, "s", {"calc.py": "from .other import add\n"})
     result = repo.pytester.runpytest("katas", "--kata-impl=shortcut:s")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()

@@ -231,6 +231,11 @@ def test_a_stale_patch_fails_the_run_and_verify_with_its_hunk(repo: KataRepo) ->
     found, problems = shortcuts(load_manifest(repo.root / KATA))
     assert found == [] and len(problems) == 1, problems
     assert problems[0].startswith("shortcut 'five': ") and sentence in problems[0]
+    patch_shortcut(repo, "six", {"calc.py": (REFERENCE, SHORTCUT.replace("5", "6"))})
+    from harness.verify import verify
+
+    (v,) = verify([repo.root / KATA], repo.root, run_shortcuts=True)  # a finding, not a crash
+    assert any(p.startswith("shortcut 'five': ") and sentence in p for p in v.problems), v.problems
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,9 @@ def test_convert_turns_copies_into_a_patch_that_reproduces_them(
     add_copy(repo, "five", {"calc.py": SHORTCUT})
     no_newline = REFERENCE.replace("a * b\n", "b * a")  # no newline at the end
     add_copy(repo, "swapped", {"calc.py": no_newline, "helper.py": "X = 1\n"})
-    (repo.root / SC / "five" / "__pycache__").mkdir()
+    before = repo.pytester.runpytest("katas", "--kata-impl=shortcut:five")  # a copy still runs
+    assert any(SENTENCE in line for line in summary_of(before.stdout.str()))
+    (repo.root / SC / "five" / "__pycache__").mkdir(exist_ok=True)
     (repo.root / SC / "five" / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"x")
     code, out = kata(repo, capsys, "convert", str(repo.root / "katas"))
     assert code == 0 and "2 converted" in out, out
