@@ -7,6 +7,7 @@
     kata shortcut diff KATA NAME                       print the patch of the edited copy
     kata shortcut save KATA NAME                       write it to shortcuts/NAME/shortcut.patch
     kata shortcut convert [PATH ...]                   whole-copy shortcuts -> shortcut.patch
+    kata shortcut convert --check [PATH ...]           list them, change nothing (exit 1 if any)
 
 The scratch copy lives in ``.kata/shortcut-edit/<kata>/<name>/`` (never under solutions/). A
 whole-copy shortcut (the format before patches: shortcut.toml and copies of the learner files it
@@ -245,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("name")
     s = sub.add_parser("convert", help="turn whole-copy shortcuts into shortcut.patch")
     s.add_argument("paths", nargs="*", type=Path, help="katas or folders (default: katas/)")
+    s.add_argument(
+        "--check", action="store_true", help="list whole-copy shortcuts, change nothing (exit 1)"
+    )
     return p
 
 
@@ -255,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         if root is None:
             raise ToolError("no katas/ directory at or above the current directory")
         if args.command == "convert":
-            return _convert(root, args.paths)
+            return _check(root, args.paths) if args.check else _convert(root, args.paths)
         if args.command == "new":
             scratch = new(root, args.kata, args.name, args.task, args.why)
             print(f"edit the copy in {scratch}, then `kata shortcut save {args.kata} {args.name}`")
@@ -270,6 +274,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kata shortcut: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def whole_copies(paths: list[Path]) -> list[Path]:
+    """The shortcut directories under `paths` that still hold copies of learner files."""
+    return [
+        layout.shortcut_dir(kata_dir, name)
+        for kata_dir in sorted({d for p in paths for d in discover(p)})
+        for name in shortcuts_of(kata_dir)
+        if _held(layout.shortcut_dir(kata_dir, name))
+    ]
+
+
+def _check(root: Path, paths: list[Path]) -> int:
+    found = whole_copies([p.resolve() for p in paths] or [root / layout.KATAS])
+    for d in found:
+        print(f"whole copy: {layout.rel(d, root)} ({', '.join(_held(d))})")
+    print(f"{len(found)} whole-copy shortcuts" + (": run `kata shortcut convert`" if found else ""))
+    return 1 if found else 0
 
 
 def _convert(root: Path, paths: list[Path]) -> int:

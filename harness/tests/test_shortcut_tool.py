@@ -43,8 +43,12 @@ def test_convert_turns_copies_into_a_patch_that_reproduces_them(
     assert any(SENTENCE in line for line in summary_of(before.stdout.str()))
     (repo.root / SC / "five" / "__pycache__").mkdir(exist_ok=True)
     (repo.root / SC / "five" / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"x")
+    code, out = kata(repo, capsys, "convert", "--check")
+    assert code == 1 and "2 whole-copy shortcuts" in out and "shortcuts/swapped" in out, out
     code, out = kata(repo, capsys, "convert", str(repo.root / "katas"))
     assert code == 0 and "2 converted" in out, out
+    code, out = kata(repo, capsys, "convert", "--check")
+    assert code == 0 and "0 whole-copy shortcuts" in out, out
     for name, files in (("five", {"calc.py": SHORTCUT}),
                         ("swapped", {"calc.py": no_newline, "helper.py": "X = 1\n"})):  # fmt: skip
         d = repo.root / SC / name
