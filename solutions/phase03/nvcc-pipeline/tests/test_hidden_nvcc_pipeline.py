@@ -217,11 +217,13 @@ def test_resources_hidden_parsed_not_delegated(resources):
         names = mine.demangle(["_Z4blurPKfPfi", "plain"])
     assert not log, f"resources.py called {log}"
     blur = found["_Z4blurPKfPfi"]
-    assert (blur.registers, blur.spill_stores, blur.shared_bytes) == (31, 4, 4224)
-    assert {n: static.gnu_spelling(s) for n, s in names.items()} == {
-        "_Z4blurPKfPfi": "blur(float const*, float*, int)",  # or cu++filt's spelling of it
-        "plain": "plain",
-    }
+    got = (blur.registers, blur.spill_stores, blur.shared_bytes)
+    assert got == (31, 4, 4224), f"parse_ptxas(REPORT): (registers, spill stores, smem) {got}"
+    want = {"_Z4blurPKfPfi": "blur(float const*, float*, int)", "plain": "plain"}
+    spelt = {
+        n: static.gnu_spelling(s) for n, s in names.items()
+    }  # cu++filt's spelling is right too
+    assert spelt == want, f"demangle(['_Z4blurPKfPfi', 'plain']) gave {names}, expected {want}"
 
 
 TEMPLATES = """
@@ -247,9 +249,14 @@ def test_resources_hidden_template_names(resources, tc, workdir):
     source = write(workdir, "templates.cu", TEMPLATES)
     names = list(resources.parse_ptxas(tc.ptxas_log(source, SM75)))
     readable = resources.demangle(names)
-    assert {n: static.gnu_spelling(s) for n, s in readable.items()} == static.demangle(names)
+    want = static.demangle(names)
+    spelt = {n: static.gnu_spelling(s) for n, s in readable.items()}
+    assert spelt == want, f"demangle({names}) gave {readable}, expected {want} (either spelling)"
     got = sorted(static.gnu_spelling(resources.kernel_name(readable[n])) for n in names)
-    assert got == ["ns::apply<ns::Pair<int, float> >", "ns::inner::k<(short)3>", "plain"]
+    expected = ["ns::apply<ns::Pair<int, float> >", "ns::inner::k<(short)3>", "plain"]
+    assert got == expected, (
+        f"kernel_name of {sorted(readable.values())}: {got}, expected {expected}"
+    )
 
 
 # --------------------------------------------------------------------------- lineinfo
