@@ -55,7 +55,9 @@ def test_stages_hidden_paths_with_spaces(stages, tc, kernels_cu, workdir):
     (a source in "my kernels/" and an output "out dir/k.o")."""
     source = write(workdir, "my kernels/k.cu", kernels_cu.read_text())
     found = stages.parse_dryrun(tc.dryrun(source, ["-c", "-arch=sm_75", "-o", "out dir/k.o"]))
-    assert found[-1].output == "out dir/k.o"
+    assert found[-1].output == "out dir/k.o", (
+        f"parse_dryrun of `nvcc -o 'out dir/k.o'`: the last stage's output is {found[-1].output!r}"
+    )
     cudafe = next(s for s in found if s.tool == "cudafe++")
     assert str(source) in cudafe.args, "--orig_src_path_name is one argument, spaces and all"
 
@@ -76,7 +78,10 @@ def test_stages_hidden_every_command(stages, tc, kernels_cu, args):
     text = tc.dryrun(kernels_cu, args)
     want = oracle_commands(text)
     found = stages.parse_dryrun(text)
-    assert [s.tool for s in found] == [Path(w[0]).name for w in want]
+    assert [s.tool for s in found] == [Path(w[0]).name for w in want], (
+        f"parse_dryrun(nvcc --dryrun {' '.join(args)}): tools {[s.tool for s in found]}, "
+        f"expected every command's: {[Path(w[0]).name for w in want]}"
+    )
     assert [list(s.args) for s in found] == [w[1:] for w in want], "arguments, unquoted"
 
 
@@ -87,18 +92,20 @@ def test_stages_hidden_flags_reach_the_right_tool(stages, tc, kernels_cu):
         flags: {s.tool: s.args for s in stages.parse_dryrun(tc.dryrun(kernels_cu, list(flags)))}
         for flags in (("-c", "-G"), ("-c", "-Xptxas", "-O0"), ("-c", "-O0"))
     }
-    assert "-O0" in by_tool["-c", "-G"]["cicc"] and "-g" in by_tool["-c", "-G"]["ptxas"]
-    assert "-O0" in by_tool["-c", "-Xptxas", "-O0"]["ptxas"]
-    assert "-O0" not in by_tool["-c", "-Xptxas", "-O0"]["cicc"]
-    assert "-O0" not in by_tool["-c", "-O0"]["cicc"] + by_tool["-c", "-O0"]["ptxas"]
+    g, xptxas, o0 = by_tool["-c", "-G"], by_tool["-c", "-Xptxas", "-O0"], by_tool["-c", "-O0"]
+    assert "-O0" in g["cicc"] and "-g" in g["ptxas"], "nvcc -G: cicc gets -O0, ptxas gets -g"
+    assert "-O0" in xptxas["ptxas"], f"nvcc -Xptxas -O0: ptxas's arguments {xptxas['ptxas']}"
+    assert "-O0" not in xptxas["cicc"], "nvcc -Xptxas -O0: cicc's arguments have no -O0"
+    assert "-O0" not in o0["cicc"] + o0["ptxas"], "nvcc -O0 (host code): neither cicc nor ptxas"
 
 
 def test_stages_hidden_virtual_arch_only(stages, tc, kernels_cu):
     """Shortcut: assuming every build has a ptxas stage and a cubin. -arch=compute_75 embeds
     PTX only: the driver compiles it when the program loads."""
     found = stages.parse_dryrun(tc.dryrun(kernels_cu, ["-c", "-arch=compute_75"]))
-    assert "ptxas" not in [s.tool for s in found]
-    assert stages.fatbin_images(found) == [("ptx", 75)]
+    assert "ptxas" not in [s.tool for s in found], "-arch=compute_75: no ptxas stage"
+    images = stages.fatbin_images(found)
+    assert images == [("ptx", 75)], f"-arch=compute_75 embeds PTX only: fatbin_images {images}"
     linked = stages.parse_dryrun(tc.dryrun(kernels_cu, ["-arch=sm_90", "-o", "app"]))
     assert stages.fatbin_images(linked) == [("elf", 90), ("ptx", 90)], (
         "the first fatbinary (the object's), not the device-link one"
@@ -132,7 +139,9 @@ def test_resources_hidden_device_functions(resources, tc, kernels_cu):
     non-inlined atomicAdd helper (a device function) reports 20 bytes of spill stores after
     the last kernel's report: they are not that kernel's."""
     log = tc.ptxas_log(kernels_cu, SM75, ["-G"])
-    assert re.search(r"Function properties for (?!.*Compiling)\S*atomicAdd", log)
+    assert re.search(r"Function properties for (?!.*Compiling)\S*atomicAdd", log), (
+        "this nvcc's -G report has no properties block for the atomicAdd device function"
+    )  # the test's own premise, about the toolchain
     same_as_harness(resources, log)
 
 
@@ -299,9 +308,12 @@ def test_lineinfo_hidden_device_debug(lineinfo, tc, kernels_cu):
     carrying the last .loc of one function into the next. -G PTX has all three, and four
     .file entries."""
     ptx = tc.ptx(kernels_cu, SM75, ["-G"])
-    assert re.search(r"^\s*\.func", ptx, re.M) and "call.uni" in ptx
-    assert len(lineinfo.parse_files(ptx)) == len(re.findall(r"^\s*\.file", ptx, re.M))
-    assert ours(lineinfo, ptx) == oracle_lines(ptx)
+    assert re.search(r"^\s*\.func", ptx, re.M) and "call.uni" in ptx, (
+        "this nvcc's -G PTX has no .func body or call sequence"
+    )  # the test's own premise, about the toolchain
+    files, entries = lineinfo.parse_files(ptx), re.findall(r"^\s*\.file", ptx, re.M)
+    assert len(files) == len(entries), f"-G PTX: parse_files {files}, {len(entries)} .file lines"
+    assert ours(lineinfo, ptx) == oracle_lines(ptx), "-G PTX: parse_lineinfo's line table"
 
 
 def test_lineinfo_hidden_without_lineinfo(lineinfo, tc, kernels_cu):
@@ -309,8 +321,9 @@ def test_lineinfo_hidden_without_lineinfo(lineinfo, tc, kernels_cu):
     .loc of the previous function). Without -lineinfo there is nothing to attribute."""
     ptx = tc.ptx(kernels_cu, SM75)
     assert not re.search(r"^\s*\.loc\s", ptx, re.M) and ".local" in ptx, "(.local is no .loc)"
-    assert lineinfo.parse_files(ptx) == {}
-    assert lineinfo.parse_lineinfo(ptx).instructions == []
+    assert lineinfo.parse_files(ptx) == {}, "PTX without -lineinfo: parse_files finds no file"
+    got = lineinfo.parse_lineinfo(ptx).instructions
+    assert got == [], f"PTX without -lineinfo: no instruction has a line, got {got[:3]}"
 
 
 LINE_DIRECTIVES = """#line 1 "helpers.cuh"
@@ -334,13 +347,14 @@ def test_lineinfo_hidden_second_file(lineinfo, tc, workdir):
     source = write(workdir, "shade.cu", LINE_DIRECTIVES)
     ptx = tc.ptx(source, SM75, ["-lineinfo"])
     files = lineinfo.parse_files(ptx)
-    assert sorted(files.values()) == ["helpers.cuh", "main.cu"]
+    assert sorted(files.values()) == ["helpers.cuh", "main.cu"], f"parse_files: {files}"
     mapped = lineinfo.parse_lineinfo(ptx)
     body = mapped.for_line("helpers.cuh", 2)
     assert body, "smooth's return statement is helpers.cuh line 2"
-    assert {i.inlined_at for i in body} == {("main.cu", 4)}
+    inlined = {i.inlined_at for i in body}
+    assert inlined == {("main.cu", 4)}, f"smooth is inlined at main.cu line 4, got {inlined}"
     assert [i.text.split()[0] for i in body].count("mul.f32") == 2, "v * v * (3 - 2v)"
-    assert ours(lineinfo, ptx) == oracle_lines(ptx)
+    assert ours(lineinfo, ptx) == oracle_lines(ptx), "two files' PTX: parse_lineinfo's table"
 
 
 # --------------------------------------------------------------------------- sass
@@ -446,9 +460,8 @@ def test_sass_hidden_classified_not_delegated(sass):
         classes = [mine.classify(op) for op in ("LDG.E.SYS", "STS", "FFMA", "BAR.SYNC", "LDL")]
         counts = mine.count_classes(functions[0])
     assert not log, f"sass.py called {log}"
-    assert [
-        static.classify_sass(op) for op in ("LDG.E.SYS", "STS", "FFMA", "BAR.SYNC", "LDL")
-    ] == classes
+    want = [static.classify_sass(op) for op in ("LDG.E.SYS", "STS", "FFMA", "BAR.SYNC", "LDL")]
+    assert classes == want, f"classify(LDG.E.SYS, STS, FFMA, BAR.SYNC, LDL): {classes}, not {want}"
     assert sum(counts.values()) == 4, (
         "MOV, LDG, STS, EXIT: the BRA to itself and the NOP are padding"
     )
@@ -462,10 +475,13 @@ def test_sass_hidden_padding_rules(sass):
     body = [I(0x0, "S2R", "R0, SR_TID.X"), I(0x10, "EXIT", ""), I(0x20, "IADD3", "R0, R0, 0x1, RZ")]
     loop_back = I(0x30, "BRA", "0x20")
     pad = [I(0x40, "BRA", "0x40"), I(0x50, "NOP", ""), I(0x60, "NOP", "")]
-    assert sass.trim_padding([*body, loop_back, *pad]) == [*body, loop_back]
-    assert sass.trim_padding([*body, loop_back]) == [*body, loop_back]
-    assert sass.trim_padding([*body, I(0x30, "BRA", "0x30")]) == body
-    assert sass.trim_padding([]) == []
+    got = sass.trim_padding([*body, loop_back, *pad])
+    assert got == [*body, loop_back], f"a loop's back-branch, then padding: kept {got}"
+    got = sass.trim_padding([*body, loop_back])
+    assert got == [*body, loop_back], f"a back-branch after EXIT is code, not padding: {got}"
+    got = sass.trim_padding([*body, I(0x30, "BRA", "0x30")])
+    assert got == body, f"a BRA to its own address is padding: kept {got}"
+    assert sass.trim_padding([]) == [], "trim_padding([])"
 
 
 # --------------------------------------------------------------------------- answers
