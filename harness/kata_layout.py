@@ -26,9 +26,7 @@ _IGNORED = {"__pycache__", ".pytest_cache", ".hypothesis"}
 # until every kata on main follows it (then remove it from the set).
 RULES = ("file-names", "tests-dir", "test-names", "fixtures-once", "hidden-settings",
          "hidden-messages", "mirror", "shortcut-files")  # fmt: skip
-# shortcut-files: until `kata shortcut convert` has turned every whole-copy shortcut on main into
-# a patch (other work still adds copies); then remove it from this set.
-NOT_ENFORCED_YET: set[str] = {"shortcut-files"}
+NOT_ENFORCED_YET: set[str] = set()
 
 # hidden-messages is enforced kata by kata: the katas below still have hidden assertions without
 # a message (a note for them, not an error). A kata leaves this set in the commit that makes its
