@@ -110,12 +110,29 @@ environment() {
 }
 
 install() {
+  local py=$PY flags=()
+  # A venv on the image's Python (cupy, cuda-bindings, numba-cuda, torch stay visible); where
+  # venv is missing (no ensurepip), the image's own Python, which is thrown away afterwards.
+  if ! python3 -m venv --system-site-packages "$VENV"; then
+    py=python3 flags=(--break-system-packages)
+    echo "no venv here: installing into $(command -v python3)"
+  fi
   set -e
-  python3 -m venv --system-site-packages "$VENV" # cupy, cuda-bindings, numba-cuda, torch stay
-  "$PY" -m pip install -q --no-index --find-links "$WHEELS" setuptools wheel
-  "$PY" -m pip install -q --no-index --find-links "$WHEELS" --no-build-isolation -e "$ROOT" \
-    jsonschema xmlschema pytest-timeout
-  "$PY" -m pip list
+  "$py" -m pip install -q "${flags[@]}" --no-index --find-links "$WHEELS" setuptools wheel
+  "$py" -m pip install -q "${flags[@]}" --no-index --find-links "$WHEELS" --no-build-isolation \
+    -e "$ROOT" jsonschema xmlschema pytest-timeout
+  "$py" -m pip list
+}
+
+demanglers() { # NVIDIA's cu++filt and binutils' c++filt on the names the katas meet
+  local names=(_Z4blurPKfPfi _ZN7stencil4blurILi3EfEEvPKT0_PS1_i _ZN2ns5applyINS_4PairIifEEEEvPT_i
+    _ZN2ns5inner1kILs3EEEvPf _Z9block_sumPKfPfi _Z1fRKi _Z1fPKPKf _Z1fPVKf)
+  for tool in cu++filt c++filt; do
+    echo "== $tool ($(command -v "$tool" || echo missing))"
+    printf '%s\n' "${names[@]}" | "$tool" || true
+  done
+  (cd "$ROOT" && "$PY" -m pytest -p no:cacheprovider harness/tests/test_cuda_static.py -rs -v \
+    -k "spelling or cuxxfilt or demangl")
 }
 
 peaks() {
@@ -143,7 +160,7 @@ pytest_run() { # pytest_run NAME ARGS...: one pytest run with its JUnit and HTML
 }
 
 export ROOT WHEELS OUT WORK RESULTS FAKE VENV PY
-export -f environment install peaks pytest_run
+export -f environment install demanglers peaks pytest_run
 note "gpu_check: $(date -u +%FT%TZ), budget ${BUDGET}s, fake=$FAKE, dry-run=$DRY, python $PY"
 step environment 20 environment
 if ! ((FAKE)); then
@@ -159,6 +176,7 @@ else
   NVCC=(katas/phase03/nvcc-pipeline)
 fi
 step peaks 30 peaks
+step demanglers 45 demanglers
 step references 110 pytest_run references "${KATAS[@]}" --kata-impl=solution -n "$WORKERS"
 step sanitizer 60 pytest_run sanitizer harness/tests/test_cuda_sanitizer.py -rs
 # On a CPU machine the stand-in compute-sanitizer (launches on the cpu backend) takes its place.

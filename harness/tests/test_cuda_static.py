@@ -487,3 +487,35 @@ def test_nvcc_pipeline_reference_earns_resources_with_cuxxfilt(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert re.search(r"resources\s+20/20", out), out[-3000:]
+
+
+def _real_cuxxfilt() -> Path | None:
+    """NVIDIA's cu++filt, where a CUDA toolkit has it (not the stand-in)."""
+    from harness.toolchain import clear_caches
+
+    clear_caches()
+    found = find_tool("cu++filt")
+    return None if found is None or found.resolve() == CUXXFILT_STANDIN.resolve() else found
+
+
+@pytest.mark.skipif(find_tool("c++filt") is None, reason="compares with binutils' c++filt")
+def test_real_cuxxfilt_respelt_is_cxxfilt() -> None:
+    """On a machine with the CUDA toolkit (harness/benchmarks/gpu_check.sh runs this): what
+    NVIDIA's own cu++filt prints, respelt by gnu_spelling, is c++filt's spelling, name by name."""
+    import subprocess
+
+    real = _real_cuxxfilt()
+    if real is None:
+        pytest.skip("needs NVIDIA's cu++filt (the CUDA toolkit)")
+    names = [n for n in MANGLED if n.startswith("_Z")]
+    nvidia = subprocess.run(
+        [str(real)], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60
+    ).stdout.splitlines()
+    gnu = subprocess.run(
+        ["c++filt"], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60
+    ).stdout.splitlines()
+    pairs = list(zip(names, nvidia, gnu, strict=True))
+    wrong = [(m, n, g) for m, n, g in pairs if static.gnu_spelling(n) != g]
+    assert not wrong, "cu++filt's spelling not respelt to c++filt's: " + "; ".join(
+        f"{m}: {n!r} -> {static.gnu_spelling(n)!r}, c++filt {g!r}" for m, n, g in wrong
+    )

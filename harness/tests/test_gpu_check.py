@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "harness" / "benchmarks" / "gpu_check.sh"
 STEPS = [
-    "environment", "install", "peaks", "references", "sanitizer", "sanitize-vector-add",
+    "environment", "install", "peaks", "demanglers", "references", "sanitizer", "sanitize-vector-add",
     "differential", "nvcc-pipeline", "stubs", "bench-cuda",
 ]  # fmt: skip
 
