@@ -25,7 +25,7 @@ def public(kata: Any) -> Any:
     spec = importlib.util.spec_from_file_location(
         "gpu_sharing_public_conftest", kata.dir / "tests" / "conftest.py"
     )
-    assert spec and spec.loader
+    assert spec and spec.loader, "test setup: the public conftest.py cannot be loaded"
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -121,8 +121,12 @@ def check_layout(gpu: Any, layout: Any, requests: Sequence[str], referee: Any) -
 def test_placement_lgipp_other_gpus(name: str, mig: Any, gpus: Any) -> None:
     gpu = gpus.GPUS[name]
     lines = mig.lgipp(gpu).splitlines()
-    assert lines[2] == "GPU  0 Profile ID 15 Placements: {0,2,4,6}:2"
-    assert lines[-1] == "GPU  0 Profile ID  0 Placement : {0}:8"
+    assert lines[2] == "GPU  0 Profile ID 15 Placements: {0,2,4,6}:2", (
+        f"lgipp({name}): line 3 is {lines[2]!r}, the -lgipp line of profile 15"
+    )
+    assert lines[-1] == "GPU  0 Profile ID  0 Placement : {0}:8", (
+        f"lgipp({name}): the last line is {lines[-1]!r}, the -lgipp line of profile 0 (7g)"
+    )
 
 
 @pytest.mark.kata_gate("accepts starts the profile table does not list (4g at 4, 2g at 6, 1g at 7)")
@@ -134,7 +138,9 @@ def test_placement_only_the_tables_starts(name: str, mig: Any, gpus: Any) -> Non
             got = mig.is_valid(gpu, [(p.name, s)])
             assert got == (s in p.starts), f"{p.name} at {s}: valid={got}, -lgipp {p.starts}"
     one_g = gpu.profiles[0].name
-    assert mig.free_starts(gpu, [(gpu.profiles[4].name, 0)], one_g) == [4, 5, 6]
+    assert mig.free_starts(gpu, [(gpu.profiles[4].name, 0)], one_g) == [4, 5, 6], (
+        f"free_starts({name}, 3g at 0, {one_g}) must be [4, 5, 6]: the 3g holds slices 0-3 and the 1g starts at 0-6"
+    )
 
 
 @st.composite
@@ -144,6 +150,9 @@ def placements(draw: Any, gpu: Any) -> list[tuple[str, int]]:
     return [draw(st.sampled_from(cands)) for _ in range(n)]
 
 
+@pytest.mark.kata_gate(
+    "is_valid() disagrees with the placement rules on random sets of instances at any start"
+)
 @pytest.mark.parametrize("name", ["A100-SXM4-40GB", "H100-SXM5-80GB"])
 def test_placement_random_sets_like_the_referee(
     name: str, mig: Any, gpus: Any, public: Any
@@ -190,6 +199,10 @@ def test_placement_rules_are_applied_by_mig_py(mig: Any, gpus: Any, public: Any)
     assert not seen, f"mig.py ran the tests' referee ({', '.join(sorted(set(seen)))})"
 
 
+@pytest.mark.kata_gate(
+    "free_instances() disagrees with an exhaustive search next to random partial"
+    " configurations (H100)"
+)
 def test_placement_free_instances_against_search(mig: Any, gpus: Any, public: Any) -> None:
     gpu = gpus.H100_80GB
     rng = random.Random(5)
@@ -223,11 +236,16 @@ def _fits_with(gpu: Any, fixed: list[tuple[str, int]], name: str, k: int, refere
     return referee(gpu, placed) is None and go(0, 0)
 
 
+@pytest.mark.kata_gate(
+    "maximal_configurations() differs from an exhaustive search's maximal sets (H100)"
+)
 def test_placement_maximal_configurations_h100(mig: Any, gpus: Any, public: Any) -> None:
     gpu = gpus.H100_80GB
     got = mig.maximal_configurations(gpu)
-    assert len(got) == len(set(got))
-    assert set(got) == all_maximal(gpu, public.referee)
+    assert len(got) == len(set(got)), "maximal_configurations(H100) lists a configuration twice"
+    assert set(got) == all_maximal(gpu, public.referee), (
+        "maximal_configurations(H100) differs from an exhaustive search's maximal sets"
+    )
 
 
 # --------------------------------------------------------------------------- packing
@@ -242,7 +260,9 @@ def test_packing_fewest_gpus_against_exhaustive_search(packer: Any, gpus: Any, p
     for case in range(30):
         requests = rng.choices(NO_ME, weights, k=rng.randint(2, 6))
         layout = packer.pack(gpu, requests)
-        assert check_layout(gpu, layout, requests, public.referee) == len(requests)
+        assert check_layout(gpu, layout, requests, public.referee) == len(requests), (
+            f"case {case}: pack(A100-40GB, {requests}) does not place every request exactly once"
+        )
         best = min_gpus(gpu, requests, public.referee)
         assert len(layout) == best, f"case {case}: {requests} on {len(layout)} GPUs, {best} do"
 
@@ -258,12 +278,18 @@ def test_packing_most_requests_against_exhaustive_search(
         requests = rng.choices(names, [4, 2, 3, 3, 1], k=rng.randint(3, 6))
         k = rng.choice([1, 1, 2])
         layout = packer.pack_into(gpu, requests, k)
-        assert len(layout) <= k
+        assert len(layout) <= k, (
+            f"case {case}: pack_into(H100, {requests}, {k}) uses {len(layout)} GPUs, more than {k}"
+        )
         got = check_layout(gpu, layout, requests, public.referee)
         best = max_placed(gpu, requests, k, public.referee)
         assert got == best, f"case {case}: {requests} on {k} GPU(s): {got} placed, {best} fit"
 
 
+@pytest.mark.kata_gate(
+    "place() disagrees with an exhaustive search on random mixes of one to six instances"
+    " (A100-80GB)"
+)
 def test_packing_place_is_exact(packer: Any, gpus: Any, public: Any) -> None:
     gpu = gpus.A100_80GB
     rng = random.Random(11)
@@ -273,18 +299,24 @@ def test_packing_place_is_exact(packer: Any, gpus: Any, public: Any) -> None:
         got = packer.place(gpu, req)
         if fits(gpu, req, public.referee):
             assert got is not None, f"{req} fits"
-            assert public.referee(gpu, got) is None and sorted(n for n, _ in got) == sorted(req)
+            assert public.referee(gpu, got) is None and sorted(n for n, _ in got) == sorted(req), (
+                f"place(A100-80GB, {req}) returned {got}: not a valid placement of exactly these profiles"
+            )
         else:
             assert got is None, f"{req} does not fit, got {got}"
 
 
 def test_packing_other_gpu_and_empty(packer: Any, gpus: Any, public: Any) -> None:
     gpu = gpus.H100_80GB
-    assert packer.pack(gpu, []) == []
+    assert packer.pack(gpu, []) == [], "pack(H100, []) must be []"
     requests = ["3g.40gb", "3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb", "1g.10gb+me", "4g.40gb"]
     layout = packer.pack(gpu, requests)
-    assert check_layout(gpu, layout, requests, public.referee) == len(requests)
-    assert len(layout) == min_gpus(gpu, requests, public.referee)
+    assert check_layout(gpu, layout, requests, public.referee) == len(requests), (
+        f"pack(H100, {requests}) does not place every request exactly once"
+    )
+    assert len(layout) == min_gpus(gpu, requests, public.referee), (
+        f"pack(H100, {requests}) uses {len(layout)} GPUs, more than an exhaustive search needs"
+    )
 
 
 # --------------------------------------------------------------------------- sharing
@@ -312,11 +344,15 @@ def test_sharing_time_slicing_unequal_jobs(sharing: Any, workloads: Any) -> None
     Job = workloads.Job
     jobs = [Job("long", 12.0, 1.0), Job("mid", 3.0, 0.6), Job("short", 1.0, 1.0)]
     got = sharing.time_slicing(jobs, 2.0, 0.3).finish_ms
-    assert got == pytest.approx(rr(jobs, 2.0, 0.3), rel=1e-9)
+    assert got == pytest.approx(rr(jobs, 2.0, 0.3), rel=1e-9), (
+        f"time_slicing(long/mid/short, slice 2 ms, switch 0.3 ms) finishes at {got}; round robin gives {rr(jobs, 2.0, 0.3)}"
+    )
     # long runs alone after 11 ms of the others: its last slices pay no switches.
     solo = [Job("a", 9.0, 1.0), Job("b", 0.5, 1.0)]
     assert sharing.time_slicing(solo, 1.0, 0.25).finish_ms == pytest.approx(
         {"a": 9.0 + 0.5 + 0.5, "b": 1.0 + 0.25 + 0.5}, rel=1e-9
+    ), (
+        "time_slicing(a 9 ms, b 0.5 ms; slice 1, switch 0.25): a alone pays no more switches: a 10.0, b 1.75"
     )
 
 
@@ -338,7 +374,9 @@ def test_sharing_time_slicing_random(sharing: Any, workloads: Any) -> None:
     @hidden_settings(max_examples=40)
     def run(jobs: list[Any], q: float, c: float) -> None:
         got = sharing.time_slicing(jobs, q, c).finish_ms
-        assert got == pytest.approx(rr(jobs, q, c), rel=1e-9, abs=1e-9)
+        assert got == pytest.approx(rr(jobs, q, c), rel=1e-9, abs=1e-9), (
+            f"time_slicing({jobs}, slice {q}, switch {c}) finishes at {got}; round robin gives {rr(jobs, q, c)}"
+        )
 
     run()
 
@@ -360,34 +398,56 @@ def mps_events(jobs: Sequence[Any], pct: dict[str, float]) -> dict[str, float]:
     return out
 
 
+@pytest.mark.kata_gate(
+    "mps() finish times disagree with the shared-rate model on random job mixes and percentages"
+)
 def test_sharing_mps_random(sharing: Any, workloads: Any) -> None:
     @given(job_mixes(workloads), st.lists(st.sampled_from([10, 25, 50, 100]), max_size=5))
     @hidden_settings(max_examples=40)
     def run(jobs: list[Any], pcts: list[int]) -> None:
         pct = {j.name: float(p) for j, p in zip(jobs, pcts, strict=False)}
         got = sharing.mps(jobs, pct).finish_ms
-        assert got == pytest.approx(mps_events(jobs, pct), rel=1e-6)
+        assert got == pytest.approx(mps_events(jobs, pct), rel=1e-6), (
+            f"mps({jobs}, {pct}) finishes at {got}; shared rates give {mps_events(jobs, pct)}"
+        )
 
     run()
 
 
+@pytest.mark.kata_gate(
+    "mig() or oom_failures() disagree with the rules on H100 instances and jobs in either order"
+)
 def test_sharing_mig_h100_and_oom_order(sharing: Any, workloads: Any, gpus: Any) -> None:
     Job = workloads.Job
     h = gpus.H100_80GB
     jobs = [Job("x", 6.0, 0.3), Job("y", 6.0, 0.1)]
     got = sharing.mig(jobs, h, {"x": "1g.20gb", "y": "2g.20gb"}).finish_ms
-    assert got == pytest.approx({"x": 6.0 / (26 / 132), "y": 6.0 / 0.1})
+    assert got == pytest.approx({"x": 6.0 / (26 / 132), "y": 6.0 / 0.1}), (
+        f"mig(H100, x on 1g.20gb, y on 2g.20gb) finishes at {got}: each job runs at min(fill, instance SMs / 132)"
+    )
     order = [Job("s", 1, 1, 2.0), Job("big", 1, 1, 30.0), Job("t", 1, 1, 9.0)]
-    assert sharing.oom_failures(order, 41.0) == []
-    assert sharing.oom_failures(order, 39.0) == ["t"]  # 2 + 30 leave 7 for t's 9
-    assert sharing.oom_failures(order[::-1], 39.0) == ["s"]  # 9 + 30 leave nothing
-    assert sharing.oom_failures(order, 100.0, {"t": 8.0}) == ["t"]
+    assert sharing.oom_failures(order, 41.0) == [], (
+        "oom_failures(s 2, big 30, t 9 GB; 41 GB): everything fits, []"
+    )
+    assert sharing.oom_failures(order, 39.0) == ["t"], (
+        "oom_failures(s 2, big 30, t 9 GB; 39 GB): 2 + 30 leave 7 for t's 9: ['t']"
+    )  # 2 + 30 leave 7 for t's 9
+    assert sharing.oom_failures(order[::-1], 39.0) == ["s"], (
+        "oom_failures(t 9, big 30, s 2 GB; 39 GB): 9 + 30 leave nothing for s: ['s']"
+    )  # 9 + 30 leave nothing
+    assert sharing.oom_failures(order, 100.0, {"t": 8.0}) == ["t"], (
+        "oom_failures(..., 100 GB, limit t 8 GB): t exceeds its own limit: ['t']"
+    )
     for q, c in ((0.0, 0.1), (-1.0, 0.1), (1.0, -0.5)):
         with pytest.raises(ValueError):
             sharing.time_slicing(jobs, q, c)
 
 
 # --------------------------------------------------------------------------- kubernetes
+@pytest.mark.kata_gate(
+    "advertised(), admit() or replica_share() disagree with the plugin's sharing"
+    " semantics on a config with renames, several resources and MPS"
+)
 def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
     cfg = {
         "sharing": {
@@ -400,7 +460,10 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
             }
         }
     }
-    assert k8s.advertised(cfg, 4) == {"nvidia.com/gpu-ts": 12, "nvidia.com/mig-1g.10gb.shared": 8}
+    assert k8s.advertised(cfg, 4) == {
+        "nvidia.com/gpu-ts": 12,
+        "nvidia.com/mig-1g.10gb.shared": 8,
+    }, f"advertised(renamed time-slicing config, 4 GPUs) = {k8s.advertised(cfg, 4)}"
     mps = {
         "sharing": {
             "mps": {
@@ -409,11 +472,19 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
             }
         }
     }
-    assert not k8s.admit(mps, 2) and k8s.admit(mps, 1)
+    assert not k8s.admit(mps, 2) and k8s.admit(mps, 1), (
+        "admit(mps with failRequestsGreaterThanOne): 2 replicas refused, 1 admitted"
+    )
     share = k8s.replica_share(mps, 141.0)
-    assert share["compute_percent"] == pytest.approx(12.5)
-    assert share["memory_gb"] == pytest.approx(141.0 / 8)
-    assert share["isolated"] is False
+    assert share["compute_percent"] == pytest.approx(12.5), (
+        f"replica_share(mps, 8 replicas): compute_percent {share['compute_percent']}, not 12.5"
+    )
+    assert share["memory_gb"] == pytest.approx(141.0 / 8), (
+        f"replica_share(mps, 8 replicas, 141 GB): memory_gb {share['memory_gb']}, not 141 / 8"
+    )
+    assert share["isolated"] is False, (
+        "replica_share(mps): isolated must be False (MPS does not isolate faults)"
+    )
     with pytest.raises(ValueError):
         k8s.advertised(
             {
@@ -479,17 +550,25 @@ def test_placement_made_up_gpu(mig: Any, gpus: Any, public: Any) -> None:
         "GPU  0 Profile ID  5 Placements: {0,2}:2",
         "GPU  0 Profile ID  7 Placement : {0}:4",
         "GPU  0 Profile ID  0 Placement : {0}:4",
-    ]
-    assert mig.is_valid(gpu, [("2g.12gb", 2), ("1g.6gb", 0), ("1g.6gb+me", 1)])
-    assert not mig.is_valid(gpu, [("2g.12gb", 1)])
+    ], (
+        f"lgipp(a made-up 4-slice GPU) is {mig.lgipp(gpu).splitlines()}: it must print the GPU's own table"
+    )
+    assert mig.is_valid(gpu, [("2g.12gb", 2), ("1g.6gb", 0), ("1g.6gb+me", 1)]), (
+        "is_valid(made-up GPU, 2g at 2, 1g at 0, 1g+me at 1) must be True"
+    )
+    assert not mig.is_valid(gpu, [("2g.12gb", 1)]), (
+        "is_valid(made-up GPU, 2g at 1) must be False: 1 is not a start of its 2g"
+    )
     assert mig.free_instances(gpu, [("2g.12gb", 0)]) == {
         "1g.6gb": 2,
         "1g.6gb+me": 1,
         "2g.12gb": 1,
         "3g.24gb": 0,
         "4g.24gb": 0,
-    }
-    assert set(mig.maximal_configurations(gpu)) == all_maximal(gpu, public.referee)
+    }, f"free_instances(made-up GPU, 2g at 0) is {mig.free_instances(gpu, [('2g.12gb', 0)])}"
+    assert set(mig.maximal_configurations(gpu)) == all_maximal(gpu, public.referee), (
+        "maximal_configurations(made-up GPU) differs from an exhaustive search's maximal sets"
+    )
 
 
 def test_packing_made_up_gpu(packer: Any, gpus: Any, public: Any) -> None:
@@ -499,7 +578,9 @@ def test_packing_made_up_gpu(packer: Any, gpus: Any, public: Any) -> None:
     for case in range(12):
         requests = rng.choices(names, [4, 3, 1, 1], k=rng.randint(2, 6))
         layout = packer.pack(gpu, requests)
-        assert check_layout(gpu, layout, requests, public.referee) == len(requests)
+        assert check_layout(gpu, layout, requests, public.referee) == len(requests), (
+            f"case {case}: pack(made-up GPU, {requests}) does not place every request exactly once"
+        )
         best = min_gpus(gpu, requests, public.referee)
         assert len(layout) == best, f"case {case}: {requests} on {len(layout)} GPUs, {best} do"
 
