@@ -79,7 +79,9 @@ def test_allocate_refuses_an_unhealthy_gpu(rig: Any) -> None:
     rig.node.set_health(bad, True)
     ep.wait_devices(lambda ds: all(d.health != UNHEALTHY for d in ds), what="all Healthy")
     (c,) = ep.allocate([bad]).container_responses
-    assert c.envs["NVIDIA_VISIBLE_DEVICES"] == bad
+    assert c.envs["NVIDIA_VISIBLE_DEVICES"] == bad, (
+        f"Allocate of a recovered GPU: NVIDIA_VISIBLE_DEVICES={c.envs['NVIDIA_VISIBLE_DEVICES']}, not {bad}"
+    )
 
 
 def test_allocate_three_containers_and_no_shared_state(rig: Any) -> None:
@@ -91,7 +93,9 @@ def test_allocate_three_containers_and_no_shared_state(rig: Any) -> None:
         for r in resp.container_responses
     ]
     assert [e for e, _ in got] == [g[7], f"{g[0]},{g[4]}", g[3]], got
-    assert sum("/dev/nvidia7" == d.host_path for d in resp.container_responses[2].devices) == 0
+    assert sum("/dev/nvidia7" == d.host_path for d in resp.container_responses[2].devices) == 0, (
+        "Allocate: the third container (GPU 3) must not get /dev/nvidia7 of the first"
+    )
 
 
 @pytest.mark.kata_gate("a GPU appears twice when a container's replicas of it are not adjacent")
@@ -104,12 +108,17 @@ def test_sharing_replicas_in_any_order_give_each_gpu_once(rig: Any) -> None:
     assert nodes.count("/dev/nvidia4") == 1 and nodes.count("/dev/nvidia1") == 1, nodes
 
 
+@pytest.mark.kata_gate(
+    "GetPreferredAllocation with replicas drops a must_include replica or does not spread over GPUs"
+)
 def test_sharing_preferred_with_must_include(rig: Any) -> None:
     ep = rig.start(replicas=3)
     g = [x.uuid for x in rig.node.gpus]
     available = [f"{g[i]}::{k}" for i in (0, 1, 2) for k in range(3)]
     ids = ep.preferred(available, [f"{g[1]}::2"], 3)
-    assert ids[0] == f"{g[1]}::2" or f"{g[1]}::2" in ids
+    assert ids[0] == f"{g[1]}::2" or f"{g[1]}::2" in ids, (
+        f"GetPreferredAllocation with replicas: must_include {g[1]}::2 is missing from {ids}"
+    )
     assert {i.split("::")[0] for i in ids} == {g[0], g[1], g[2]}, ids
 
 
@@ -124,6 +133,7 @@ def test_restart_twice(rig: Any) -> None:
     ep.wait_devices(lambda ds: ds[0].health == UNHEALTHY, what="GPU 0 Unhealthy after 2 restarts")
 
 
+@pytest.mark.kata_gate("ListAndWatch does not end in a GPU's last health state after it flaps")
 def test_health_flapping_ends_in_the_last_state(rig: Any) -> None:
     ep = rig.start()
     ep.wait_devices(lambda ds: len(ds) == 8, what="8 devices")
@@ -131,7 +141,9 @@ def test_health_flapping_ends_in_the_last_state(rig: Any) -> None:
     for healthy in (False, True, False, True, False):
         rig.node.set_health(u, healthy, xid=94)
     ds = ep.wait_devices(lambda ds: ds[6].health == UNHEALTHY, what="GPU 6 Unhealthy")
-    assert sum(d.health == UNHEALTHY for d in ds) == 1
+    assert sum(d.health == UNHEALTHY for d in ds) == 1, (
+        f"ListAndWatch after GPU 6 flapped: {sum(d.health == UNHEALTHY for d in ds)} Unhealthy devices, not 1"
+    )
 
 
 # --------------------------------------------------------------------------- preferred: where greedy fails
