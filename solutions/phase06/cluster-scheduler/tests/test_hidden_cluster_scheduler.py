@@ -65,19 +65,27 @@ def model_fit(free: list[set[int]], pods: int, g: int, best: bool) -> list[list[
     return out
 
 
+@pytest.mark.kata_gate(
+    "first_fit() or best_fit() disagree with their rules on random cluster states"
+)
 @hidden_settings(max_examples=80)
 @given(s=states())
 def test_placement_first_and_best_fit_any_state(placement: Any, cluster: Any, s: Any) -> None:
     (racks, per_rack, per_node, island), free, pods, g = s
     topo = cluster.Topology("t", racks, per_rack, per_node, island)
     before = [set(f) for f in free]
-    assert placement.first_fit(topo, free, pods, g) == model_fit(free, pods, g, best=False)
-    assert placement.best_fit(topo, free, pods, g) == model_fit(free, pods, g, best=True)
-    assert free == before
+    assert placement.first_fit(topo, free, pods, g) == model_fit(free, pods, g, best=False), (
+        f"first_fit(free={free}, pods={pods}, gpus_per_pod={g}) must take each pod from the lowest node with room"
+    )
+    assert placement.best_fit(topo, free, pods, g) == model_fit(free, pods, g, best=True), (
+        f"best_fit(free={free}, pods={pods}, gpus_per_pod={g}) must take each pod from the node with the fewest free GPUs that fits (ties: lowest id)"
+    )
+    assert free == before, "first_fit/best_fit must not change the free sets they are given"
 
 
 @pytest.mark.kata_gate(
-    "topology-aware placement ignores NVLink islands and racks (first fit in disguise)"
+    "topology-aware placement spans NVLink islands or racks on random cluster states where one"
+    " island or one rack fits the job"
 )
 @hidden_settings(max_examples=80)
 @given(s=states())
@@ -87,12 +95,20 @@ def test_placement_topology_aware_any_state(placement: Any, cluster: Any, s: Any
     got = placement.topology_aware(topo, free, pods, g)
     want = model_fit(free, pods, g, best=False)
     if want is None:
-        assert got is None
+        assert got is None, (
+            f"topology_aware(free={free}, pods={pods}, gpus_per_pod={g}) returned {got}: the pods do not fit"
+        )
         return
-    assert got is not None and len(got) == pods
+    assert got is not None and len(got) == pods, (
+        f"topology_aware(free={free}, pods={pods}, gpus_per_pod={g}) returned {got}: the pods fit, {pods} pods expected"
+    )
     flat = [x for p in got for x in p]
-    assert len(set(flat)) == len(flat) and all(x in free[topo.node_of(x)] for x in flat)
-    assert all(len(p) == g and len({topo.node_of(x) for x in p}) == 1 for p in got)
+    assert len(set(flat)) == len(flat) and all(x in free[topo.node_of(x)] for x in flat), (
+        f"topology_aware(free={free}, ...) returned {got}: GPUs given twice or not free"
+    )
+    assert all(len(p) == g and len({topo.node_of(x) for x in p}) == 1 for p in got), (
+        f"topology_aware(..., gpus_per_pod={g}) returned {got}: every pod needs {g} GPUs on one node"
+    )
     one_rack = [
         r for r in range(racks) if sum(len(free[n]) // g for n in topo.rack_nodes(r)) >= pods
     ]
@@ -116,26 +132,33 @@ def test_placement_topology_aware_any_state(placement: Any, cluster: Any, s: Any
 
 
 @pytest.mark.kata_gate(
-    "topology-aware placement ignores NVLink islands and racks (first fit in disguise)"
+    "topology-aware placement spans NVLink islands or racks where one island or one rack fits"
+    " the job (nodes of two quads, dgx racks)"
 )
 def test_placement_topology_aware_cases(placement: Any, cluster: Any, toy: Any) -> None:
     q = cluster.QUADS  # nodes of 8 in two islands of 4
     free = [set() for _ in range(q.nodes)]
     free[0] = {1, 2, 3, 4, 5}  # 3 in island 0, 2 in island 1
     free[1] = {8, 9, 10, 11, 12, 13, 14, 15}
-    assert placement.topology_aware(q, free, 1, 3) == [[1, 2, 3]]
+    assert placement.topology_aware(q, free, 1, 3) == [[1, 2, 3]], (
+        "topology_aware(quads, 1 pod of 3): [[1, 2, 3]], the island of node 0 with 3 free"
+    )
     assert placement.topology_aware(q, free, 1, 4) == [[8, 9, 10, 11]], (
         "node 0 has no island of 4 free"
     )
     assert placement.topology_aware(q, free, 1, 2) == [[4, 5]], "the fullest island that fits"
-    assert q.slowdown(placement.topology_aware(q, free, 1, 8)) == 1.0
+    assert q.slowdown(placement.topology_aware(q, free, 1, 8)) == 1.0, (
+        "topology_aware(quads, 1 pod of 8) must place it on a whole free node (slowdown 1.0)"
+    )
     # Two pods of 8 on the dgx cluster: one rack has two free nodes.
     d = cluster.DGX_H100
     free = [set() for _ in range(d.nodes)]
     for n in (3, 4, 9, 10):  # rack 0: node 3; rack 1: node 4; rack 2: nodes 9 and 10
         free[n] = set(d.node_gpus(n))
     got = placement.topology_aware(d, free, 2, 8)
-    assert got == [list(d.node_gpus(9)), list(d.node_gpus(10))]
+    assert got == [list(d.node_gpus(9)), list(d.node_gpus(10))], (
+        f"topology_aware(dgx, 2 pods of 8) gave {got}: rack 2's nodes 9 and 10 hold both pods"
+    )
 
 
 # --------------------------------------------------------------------------- gang
@@ -164,7 +187,9 @@ def test_gang_other_traces_as_the_reference(
     trace = gen.generate(kind, seed, size=0.5)
     rep = run_trace(workload, checker, trace, scheduler.GangScheduler(place))
     want = run_reference(kata_budget, checker, trace, lambda m: m.GangScheduler(place))
-    assert starts(rep) == starts(want)
+    assert starts(rep) == starts(want), (
+        f"GangScheduler({place!r}) on {kind} seed {seed}: start times differ from the rules'"
+    )
 
 
 @pytest.mark.kata_gate("a job's pods are bound in parts: partial gangs hold GPUs idle")
@@ -173,15 +198,21 @@ def test_gang_big_job_behind_small_ones(scheduler: Any, simulate: Any, toy: Any)
     rows = [[i, 0.0, 1, 4, 100 * (i + 1), 100 * (i + 1), 0] for i in range(4)]
     rows.append([4, 1.0, 4, 4, 10, 10, 0])
     result, rep = simulate(lambda: scheduler.GangScheduler("best_fit"), rows, toy)
-    assert starts(rep)[4] == 400.0
-    assert [e.time for e in result.log if e.job == 4 and e.kind == "bind"] == [400.0]
+    assert starts(rep)[4] == 400.0, (
+        f"GangScheduler(best_fit): the 4-pod job starts at {starts(rep)[4]}, not 400 (when the whole cluster is free)"
+    )
+    assert [e.time for e in result.log if e.job == 4 and e.kind == "bind"] == [400.0], (
+        "GangScheduler(best_fit): the 4-pod job's pods are bound all at once at t=400"
+    )
 
 
 def test_gang_empty_and_single(scheduler: Any, simulate: Any, toy: Any) -> None:
     _, rep = simulate(
         lambda: scheduler.GangScheduler("topology_aware"), [[0, 5.0, 4, 4, 1, 1, 0]], toy
     )
-    assert starts(rep) == {0: 5.0}
+    assert starts(rep) == {0: 5.0}, (
+        f"GangScheduler(topology_aware): one job submitted at 5 s starts at {starts(rep)}, not {{0: 5.0}}"
+    )
 
 
 # --------------------------------------------------------------------------- backfill
@@ -220,7 +251,9 @@ def test_backfill_other_traces_as_the_reference(
     want = run_reference(
         kata_budget, checker, trace, lambda m: m.GangScheduler(place, backfill=True)
     )
-    assert starts(rep) == starts(want)
+    assert starts(rep) == starts(want), (
+        f"GangScheduler({place!r}, backfill=True) on {kind} seed {seed}: start times differ from the rules'"
+    )
 
 
 @pytest.mark.kata_gate("backfill delays the head job's reservation (no shadow time honoured)")
@@ -233,7 +266,9 @@ def test_backfill_skips_and_goes_on(scheduler: Any, simulate: Any, toy: Any) -> 
         [4, 4.0, 1, 1, 10, 10, 0],  # nothing free either, until job 3 ends (t=250)
     ]
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", backfill=True), rows, toy)
-    assert starts(rep) == {0: 0.0, 1: 200.0, 2: 2.0, 3: 200.0, 4: 250.0}
+    assert starts(rep) == {0: 0.0, 1: 200.0, 2: 2.0, 3: 200.0, 4: 250.0}, (
+        f"GangScheduler(best_fit, backfill=True) starts {starts(rep)}, not {{0: 0, 1: 200, 2: 2, 3: 200, 4: 250}}"
+    )
 
 
 def test_backfill_skips_a_job_and_backfills_the_next(
@@ -262,7 +297,9 @@ def test_backfill_long_job_off_the_reservation(scheduler: Any, simulate: Any, to
     ]
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", backfill=True), rows, toy)
     s = starts(rep)
-    assert s[4] == 3.0 and s[2] == 1000.0 and s[3] >= 1000.0
+    assert s[4] == 3.0 and s[2] == 1000.0 and s[3] >= 1000.0, (
+        f"GangScheduler(best_fit, backfill=True) starts {s}: job 4 (ends before the shadow time) at 3, the head job 2 at 1000, job 3 not before 1000"
+    )
 
 
 # --------------------------------------------------------------------------- preemption
@@ -279,7 +316,9 @@ def test_preemption_checkpoint_cost(scheduler: Any, simulate: Any, toy: Any, lef
     # And with 11 s to go, it preempts.
     rows[2][1] = 989.0
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", preemption=True), rows, toy, 10.0)
-    assert rep.preemptions == {1: 1}
+    assert rep.preemptions == {1: 1}, (
+        f"GangScheduler(best_fit, preemption=True): with 11 s to go (> the 10 s checkpoint) job 1 is preempted; preemptions {rep.preemptions}"
+    )
 
 
 @pytest.mark.kata_gate("preemption ignores the checkpoint cost (preempts jobs about to end)")
@@ -291,7 +330,9 @@ def test_preemption_estimates_not_durations(scheduler: Any, simulate: Any, toy: 
         [2, 495.0, 1, 4, 100, 100, 1],
     ]
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", preemption=True), rows, toy, 10.0)
-    assert rep.preemptions == {1: 1}
+    assert rep.preemptions == {1: 1}, (
+        f"GangScheduler(best_fit, preemption=True) preempts {rep.preemptions}: job 1 asked for 1000 s, so it is expected to run 505 s more (> the checkpoint)"
+    )
 
 
 @pytest.mark.kata_gate(
@@ -312,7 +353,9 @@ def test_preemption_spares_unused_victims(scheduler: Any, simulate: Any, toy: An
 def test_preemption_none_without_lower_priorities(scheduler: Any, simulate: Any, toy: Any) -> None:
     rows = [[0, 0.0, 4, 4, 100, 100, 1], [1, 1.0, 1, 1, 10, 10, 1]]  # job 0 spans racks: 200 s
     _, rep = simulate(lambda: scheduler.GangScheduler("best_fit", preemption=True), rows, toy, 10.0)
-    assert rep.preemptions == {} and starts(rep)[1] == 200.0
+    assert rep.preemptions == {} and starts(rep)[1] == 200.0, (
+        f"GangScheduler(best_fit, preemption=True) with equal priorities: preemptions {rep.preemptions} (none), job 1 starts at {starts(rep)[1]} (200)"
+    )
 
 
 @pytest.mark.parametrize("seed", [43, 45])
@@ -375,13 +418,19 @@ def test_metrics_any_run(metrics: Any, engine: Any, toy: Any, data: Any) -> None
 
     approx = lambda x: pytest.approx(x, rel=1e-7, abs=1e-9)  # noqa: E731
     tl = metrics.fragmentation_timeline(result)
-    assert [t for t, _ in tl] == [p[0] for p in points]
-    assert [v for _, v in tl] == approx([frag(p[1], p[2]) for p in points])
+    assert [t for t, _ in tl] == [p[0] for p in points], (
+        "fragmentation_timeline(result): one (time, value) per point, at the points' times"
+    )
+    assert [v for _, v in tl] == approx([frag(p[1], p[2]) for p in points]), (
+        "fragmentation_timeline(result): the values must be fragmentation(point.free, point.queue)"
+    )
     times = np.array([p[0] for p in points] + [end])
     span = times[-1] - times[0]
     w = np.diff(times)
     util = 0.0 if span <= 0 else float((np.array([p[3] for p in points]) * w).sum() / span / 16)
-    assert metrics.utilisation(result) == approx(util)
+    assert metrics.utilisation(result) == approx(util), (
+        f"utilisation(result) = {metrics.utilisation(result)}: the time-weighted running GPUs (held ones idle) over 16 is {util}"
+    )
     s = metrics.summarize(result)
     jct = [f - s_ for _, s_, _, f in jobs]
     wait = [a - s_ for _, s_, a, _ in jobs]
@@ -407,9 +456,14 @@ def test_metrics_any_run(metrics: Any, engine: Any, toy: Any, data: Any) -> None
 )
 def test_metrics_fragmentation_any(metrics: Any, free: list[int], queue: list[int]) -> None:
     want = float(np.mean([sum(f for f in free if f < g) for g in queue])) if queue else 0.0
-    assert metrics.fragmentation(free, queue) == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert metrics.fragmentation(free, queue) == pytest.approx(want, rel=1e-9, abs=1e-12), (
+        f"fragmentation({free}, {queue}) must be {want}"
+    )
 
 
+@pytest.mark.kata_gate(
+    "job_metrics() disagrees with finish - submit and first start - submit on a checked run"
+)
 def test_metrics_jobs_of_a_real_run(
     metrics: Any, scheduler: Any, workload: Any, gen: Any, checker: Any
 ) -> None:
@@ -421,12 +475,17 @@ def test_metrics_jobs_of_a_real_run(
     rep = checker.check(result, trace["jobs"])
     m = {x.id: x for x in metrics.job_metrics(result)}
     for j in rep.finish:
-        assert m[j].jct == pytest.approx(rep.finish[j] - rep.submit[j])
-        assert m[j].queueing_delay == pytest.approx(rep.first_start[j] - rep.submit[j])
+        assert m[j].jct == pytest.approx(rep.finish[j] - rep.submit[j]), (
+            f"job_metrics: job {j}'s jct {m[j].jct} must be finish - submit = {rep.finish[j] - rep.submit[j]}"
+        )
+        assert m[j].queueing_delay == pytest.approx(rep.first_start[j] - rep.submit[j]), (
+            f"job_metrics: job {j}'s queueing_delay {m[j].queueing_delay} must be first start - submit = {rep.first_start[j] - rep.submit[j]}"
+        )
 
 
 @pytest.mark.kata_gate(
-    "backfill decides on the true durations (read from traces/*.json), not the estimates"
+    "backfill start times differ from the rules on the shipped dgx jobs with other true"
+    " durations and the same estimates"
 )
 def test_backfill_shipped_jobs_with_other_durations(
     scheduler: Any, workload: Any, checker: Any, kata_budget: Any
@@ -438,7 +497,9 @@ def test_backfill_shipped_jobs_with_other_durations(
         row[4] = round(row[5] * (0.2 + 0.8 * ((row[0] * 7919) % 101) / 100), 3)
     make = lambda m: m.GangScheduler("best_fit", backfill=True)  # noqa: E731
     rep = run_trace(workload, checker, trace, make(scheduler))
-    assert starts(rep) == starts(run_reference(kata_budget, checker, trace, make))
+    assert starts(rep) == starts(run_reference(kata_budget, checker, trace, make)), (
+        "GangScheduler(best_fit, backfill=True) on the dgx jobs with other true durations: start times differ from the rules' (decided on estimates)"
+    )
 
 
 # --------------------------------------------------------------------------- fresh random traces
