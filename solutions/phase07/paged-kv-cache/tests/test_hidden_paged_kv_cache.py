@@ -64,16 +64,22 @@ def test_memory_any_model_shape(
     kv_math: Any, models: Any, c: dict[str, Any], tp: int, dtype: str
 ) -> None:
     m = models.ModelConfig(**c)
-    assert kv_math.param_count(m) == params_of(c)
+    assert kv_math.param_count(m) == params_of(c), (
+        f"param_count disagrees on a model shape not in models.py: {c}"
+    )
     nbytes = models.DTYPE_BYTES[dtype]
-    assert kv_math.weight_bytes(m, dtype) == int(params_of(c) * nbytes)
+    assert kv_math.weight_bytes(m, dtype) == int(params_of(c) * nbytes), (
+        f"weight_bytes({dtype}) disagrees on a model shape not in models.py: {c}"
+    )
     kv = c["num_key_value_heads"]
     if kv % tp and tp % kv:
         with pytest.raises(ValueError):
             kv_math.kv_bytes_per_token(m, dtype, tp)
         return
     per_token = int(2 * c["num_hidden_layers"] * max(1, kv // tp) * c["head_dim"] * nbytes)
-    assert kv_math.kv_bytes_per_token(m, dtype, tp) == per_token
+    assert kv_math.kv_bytes_per_token(m, dtype, tp) == per_token, (
+        f"kv_bytes_per_token({dtype}, tp={tp}) must be 2 x layers x max(1, kv_heads / tp) x head_dim x bytes = {per_token} for {c}"
+    )
     gpu = models.H200_141GB
     left = int(gpu.memory_bytes * 0.8) - int(params_of(c) * 2) // tp
     if left <= 0:
@@ -85,7 +91,9 @@ def test_memory_any_model_shape(
         got = kv_math.kv_tokens_that_fit(
             m, gpu, kv_dtype=dtype, tensor_parallel=tp, gpu_memory_utilization=0.8
         )
-        assert got == left // per_token
+        assert got == left // per_token, (
+            f"kv_tokens_that_fit({dtype} KV, tp={tp}, 0.8 of an H200) must be {left // per_token} for {c}"
+        )
 
 
 def test_memory_other_gpus_and_dtypes(kv_math: Any, models: Any) -> None:
@@ -93,11 +101,19 @@ def test_memory_other_gpus_and_dtypes(kv_math: Any, models: Any) -> None:
     got = kv_math.kv_tokens_that_fit(
         models.MISTRAL_7B, models.L40S_48GB, weight_dtype="fp8", kv_dtype="fp8"
     )
-    assert got == (int(48 * 2**30 * 0.9) - 7_241_732_096) // 65536
-    assert kv_math.weight_bytes(models.LLAMA_3_70B, "int4") == 70_553_706_496 // 2
+    assert got == (int(48 * 2**30 * 0.9) - 7_241_732_096) // 65536, (
+        "kv_tokens_that_fit(Mistral-7B, L40S, fp8 weights and KV) disagrees with (0.9 x 48 GiB - weights) / 64 KiB"
+    )
+    assert kv_math.weight_bytes(models.LLAMA_3_70B, "int4") == 70_553_706_496 // 2, (
+        "weight_bytes(Llama-3-70B, int4) must be half a byte per parameter"
+    )
     got = kv_math.kv_tokens_that_fit(models.LLAMA_3_70B, models.H200_141GB, weight_dtype="int4")
-    assert got == (int(141 * 2**30 * 0.9) - 70_553_706_496 // 2) // 327680
-    assert kv_math.kv_bytes_per_token(models.LLAMA_3_2_1B) == 2 * 16 * 8 * 64 * 2
+    assert got == (int(141 * 2**30 * 0.9) - 70_553_706_496 // 2) // 327680, (
+        "kv_tokens_that_fit(Llama-3-70B, H200, int4 weights) disagrees with (0.9 x 141 GiB - weights) / 320 KiB"
+    )
+    assert kv_math.kv_bytes_per_token(models.LLAMA_3_2_1B) == 2 * 16 * 8 * 64 * 2, (
+        "kv_bytes_per_token(Llama-3.2-1B) with its defaults (bf16, tp 1) must be 2 x 16 x 8 x 64 x 2"
+    )
     # The defaults: bf16 weights and KV, one GPU, 0.9 of its memory.
     default = kv_math.kv_tokens_that_fit(models.MISTRAL_7B, models.L40S_48GB)
     explicit = kv_math.kv_tokens_that_fit(
@@ -117,10 +133,12 @@ def test_memory_other_gpus_and_dtypes(kv_math: Any, models: Any) -> None:
 )
 def test_memory_waste_any_lengths(kv_math: Any, lengths: list[int], bs: int) -> None:
     slots = sum(-(-n // bs) * bs for n in lengths)
-    assert kv_math.waste_paged(lengths, bs) == pytest.approx(1 - sum(lengths) / slots)
+    assert kv_math.waste_paged(lengths, bs) == pytest.approx(1 - sum(lengths) / slots), (
+        f"waste_paged({lengths}, block {bs}) must be 1 - tokens / slots of whole blocks"
+    )
     assert kv_math.waste_reserved(lengths, 5000) == pytest.approx(
         1 - sum(lengths) / (5000 * len(lengths))
-    )
+    ), f"waste_reserved({lengths}, 5000) must be 1 - tokens / (5000 x requests)"
 
 
 # --------------------------------------------------------------------------- blocks
@@ -143,14 +161,22 @@ def test_blocks_a_pool_reused_many_times(bm: Any, kv_store: Any) -> None:
         m.add_sequence(i, [i, i + 1, i + 2])
         m.append_token(i, 7)
         m.append_token(i, 8)
-        assert read_back(m, gpu, i) == [i, i + 1, i + 2, 7, 8]
-        assert all(0 <= b < 4 for b in m.block_table(i))
+        assert read_back(m, gpu, i) == [i, i + 1, i + 2, 7, 8], (
+            f"round {i}: sequence {i} reads back {read_back(m, gpu, i)} through its blocks"
+        )
+        assert all(0 <= b < 4 for b in m.block_table(i)), (
+            f"round {i}: block_table {m.block_table(i)} holds blocks outside the 4-block pool"
+        )
         m.free(i)
-        assert m.num_free_blocks() == 4
+        assert m.num_free_blocks() == 4, (
+            f"round {i}: after free, num_free_blocks() is {m.num_free_blocks()}, not 4"
+        )
 
 
 # --------------------------------------------------------------------------- prefix
-@pytest.mark.kata_gate("blocks are shared after different prefixes: the block hash is not a chain")
+@pytest.mark.kata_gate(
+    "a cached block is shared after a different prefix (another first block, or its own tokens twice)"
+)
 def test_prefix_state_machine(bm: Any, checker: Any) -> None:
     run_state_machine_as_test(
         checker.machine(bm.BlockManager, num_blocks=14, prefix_caching=True),
@@ -158,20 +184,32 @@ def test_prefix_state_machine(bm: Any, checker: Any) -> None:
     )
 
 
-@pytest.mark.kata_gate("blocks are shared after different prefixes: the block hash is not a chain")
+@pytest.mark.kata_gate(
+    "a cached block is shared after a different prefix (another first block, or its own tokens twice)"
+)
 def test_prefix_same_block_after_another_prefix(bm: Any, kv_store: Any) -> None:
     gpu = kv_store.KVPool(16, 4, "gpu")
     m = bm.BlockManager(gpu, None, prefix_caching=True)
     m.add_sequence(0, [1, 1, 1, 1, 5, 6, 7, 8, 0])  # blocks Z X
     m.add_sequence(1, [2, 2, 2, 2, 0])  # block Y
     # Y hits; X after Y is not X after Z: its KV differs, it must be computed.
-    assert m.add_sequence(2, [2, 2, 2, 2, 5, 6, 7, 8, 0]) == 4
-    assert m.block_table(2)[1] != m.block_table(0)[1]
-    assert m.add_sequence(3, [1, 1, 1, 1, 5, 6, 7, 8, 3]) == 8
+    assert m.add_sequence(2, [2, 2, 2, 2, 5, 6, 7, 8, 0]) == 4, (
+        "add_sequence(Y X x) after (Z X x) and (Y x): only Y (4 tokens) is cached; X after Y is not X after Z"
+    )
+    assert m.block_table(2)[1] != m.block_table(0)[1], (
+        "add_sequence(Y X x) shares the block of X after Z"
+    )
+    assert m.add_sequence(3, [1, 1, 1, 1, 5, 6, 7, 8, 3]) == 8, (
+        "add_sequence(Z X y) after (Z X x): Z and X (8 tokens) are cached"
+    )
     # One block's tokens twice: the second block is not the first block again.
     m.add_sequence(4, [9, 9, 9, 9, 0])
-    assert m.add_sequence(5, [9, 9, 9, 9, 9, 9, 9, 9, 0]) == 4
-    assert len(set(m.block_table(5))) == 3
+    assert m.add_sequence(5, [9, 9, 9, 9, 9, 9, 9, 9, 0]) == 4, (
+        "add_sequence(W W x) after (W x): only the first W (4 tokens) is cached"
+    )
+    assert len(set(m.block_table(5))) == 3, (
+        f"add_sequence(W W x): block table {m.block_table(5)} must hold 3 distinct blocks"
+    )
 
 
 def test_prefix_eviction_order_exact(bm: Any, kv_store: Any) -> None:
@@ -183,14 +221,24 @@ def test_prefix_eviction_order_exact(bm: Any, kv_store: Any) -> None:
     m.add_sequence(1, [4, 4, 5, 5, 6])  # 3 4 5
     m.free(0)  # free: 6 7 8 2 1 0
     m.free(1)  # free: 6 7 8 2 1 0 5 4 3
-    assert m.add_sequence(2, [1, 1, 2, 2, 9]) == 4  # hits 0 and 1 (4 tokens), new block 6
+    assert m.add_sequence(2, [1, 1, 2, 2, 9]) == 4, (
+        "add_sequence(2): the freed prefix [1 1 2 2] (blocks 0, 1) is still cached: 4 tokens"
+    )  # hits 0 and 1 (4 tokens), new block 6
     m.free(2)  # free: 7 8 2 5 4 3 6 1 0
     m.add_sequence(3, [7] * 10)  # takes 7 8 2 5 4: b's second block (4) is evicted
-    assert m.block_table(3) == [7, 8, 2, 5, 4]
-    assert m.add_sequence(4, [4, 4, 5, 5, 6]) == 2  # hits 3; new blocks 6 and 1 (a's second)
-    assert m.block_table(4) == [3, 6, 1]
+    assert m.block_table(3) == [7, 8, 2, 5, 4], (
+        f"block_table(3) is {m.block_table(3)}: the free queue hands out 7 8 2 5 4 (least recently freed first)"
+    )
+    assert m.add_sequence(4, [4, 4, 5, 5, 6]) == 2, (
+        "add_sequence(4): only block 3 of (4 4 5 5 6) is still cached: 2 tokens"
+    )  # hits 3; new blocks 6 and 1 (a's second)
+    assert m.block_table(4) == [3, 6, 1], (
+        f"block_table(4) is {m.block_table(4)}, the least-recently-used queue gives [3, 6, 1]"
+    )
     m.free(3)
-    assert m.add_sequence(5, [1, 1, 2, 2, 3]) == 2  # only a's first block (0) is left
+    assert m.add_sequence(5, [1, 1, 2, 2, 3]) == 2, (
+        "add_sequence(5): only block 0 of (1 1 2 2 3) is left in the cache: 2 tokens"
+    )  # only a's first block (0) is left
 
 
 @pytest.mark.kata_gate(
@@ -231,18 +279,32 @@ def test_fork_copies_exactly_the_shared_last_block(bm: Any, kv_store: Any) -> No
     m.add_sequence(0, list(range(30)))  # 8 blocks, the last half full
     m.fork(0, 1)
     m.fork(0, 2)
-    assert gpu.copies == 0 and m.num_free_blocks() == 32 and gpu.writes == 30
+    assert gpu.copies == 0 and m.num_free_blocks() == 32 and gpu.writes == 30, (
+        f"fork twice: no copy, 32 blocks free, 30 writes; got copies={gpu.copies}, free={m.num_free_blocks()}, writes={gpu.writes}"
+    )
     m.append_token(1, 100)
-    assert gpu.copies == 1 and gpu.writes == 31 and m.num_free_blocks() == 31
+    assert gpu.copies == 1 and gpu.writes == 31 and m.num_free_blocks() == 31, (
+        f"append to fork 1: one copy of the shared last block; got copies={gpu.copies}, writes={gpu.writes}, free={m.num_free_blocks()}"
+    )
     m.append_token(2, 200)
-    assert gpu.copies == 2 and m.num_free_blocks() == 30
+    assert gpu.copies == 2 and m.num_free_blocks() == 30, (
+        f"append to fork 2: a second copy; got copies={gpu.copies}, free={m.num_free_blocks()}"
+    )
     m.append_token(0, 300)  # the original block is its own now
-    assert gpu.copies == 2 and m.num_free_blocks() == 30
+    assert gpu.copies == 2 and m.num_free_blocks() == 30, (
+        f"append to the original (its last block is its own now): no copy; got copies={gpu.copies}, free={m.num_free_blocks()}"
+    )
     t = [m.block_table(s) for s in range(3)]
-    assert t[0][:7] == t[1][:7] == t[2][:7] and len({t[0][7], t[1][7], t[2][7]}) == 3
-    assert [m.ref_count(b) for b in t[0]] == [3] * 7 + [1]
+    assert t[0][:7] == t[1][:7] == t[2][:7] and len({t[0][7], t[1][7], t[2][7]}) == 3, (
+        f"block tables {t}: the 7 full blocks shared, the last blocks distinct"
+    )
+    assert [m.ref_count(b) for b in t[0]] == [3] * 7 + [1], (
+        f"ref counts {[m.ref_count(b) for b in t[0]]}: 3 for the shared blocks, 1 for the own last block"
+    )
     for s, tok in ((0, 300), (1, 100), (2, 200)):
-        assert read_back(m, gpu, s) == list(range(30)) + [tok]
+        assert read_back(m, gpu, s) == list(range(30)) + [tok], (
+            f"sequence {s} reads back {read_back(m, gpu, s)}"
+        )
 
 
 @pytest.mark.kata_gate(
@@ -255,20 +317,31 @@ def test_fork_state_machine(bm: Any, checker: Any) -> None:
     )
 
 
+@pytest.mark.kata_gate(
+    "reference counts of a fork of a fork are wrong after freeing in another order"
+)
 def test_fork_of_a_fork_and_free_in_any_order(bm: Any, kv_store: Any) -> None:
     gpu = kv_store.KVPool(8, 4, "gpu")
     m = bm.BlockManager(gpu, None, prefix_caching=False)
     m.add_sequence(0, [1, 2, 3, 4, 5])
     m.fork(0, 1)
     m.fork(1, 2)
-    assert [m.ref_count(b) for b in m.block_table(2)] == [3, 3]
+    assert [m.ref_count(b) for b in m.block_table(2)] == [3, 3], (
+        f"fork of a fork: ref counts {[m.ref_count(b) for b in m.block_table(2)]}, not [3, 3]"
+    )
     m.free(1)
     m.free(0)
-    assert [m.ref_count(b) for b in m.block_table(2)] == [1, 1]
+    assert [m.ref_count(b) for b in m.block_table(2)] == [1, 1], (
+        f"after freeing 1 and 0: ref counts {[m.ref_count(b) for b in m.block_table(2)]}, not [1, 1]"
+    )
     m.append_token(2, 6)
-    assert gpu.copies == 0 and read_back(m, gpu, 2) == [1, 2, 3, 4, 5, 6]
+    assert gpu.copies == 0 and read_back(m, gpu, 2) == [1, 2, 3, 4, 5, 6], (
+        f"append to the last holder: copies={gpu.copies} (0: the block is its own), reads back {read_back(m, gpu, 2)}"
+    )
     m.free(2)
-    assert m.num_free_blocks() == 8
+    assert m.num_free_blocks() == 8, (
+        f"after freeing every sequence: num_free_blocks() is {m.num_free_blocks()}, not 8"
+    )
 
 
 # --------------------------------------------------------------------------- swap
@@ -291,12 +364,19 @@ def test_swap_moves_kv_and_never_recomputes(bm: Any, kv_store: Any) -> None:
     m.swap_in(0)
     assert m.is_swapped(0) is False, "is_swapped(0) after swap_in must be False"
     assert gpu.writes == writes, "swap_in wrote KV: it must transfer what the cpu holds"
-    assert gpu.transfers_in == 5 and cpu.transfers_out == 5
+    assert gpu.transfers_in == 5 and cpu.transfers_out == 5, (
+        f"swap_in of 5 blocks: (gpu.transfers_in, cpu.transfers_out) must be (5, 5), got {(gpu.transfers_in, cpu.transfers_out)}"
+    )
     assert read_back(m, gpu, 0)[0] == -7, "swap_in did not bring the cpu's KV back"
     m.free(0)
-    assert m.num_free_blocks() == 12
+    assert m.num_free_blocks() == 12, (
+        f"after free: num_free_blocks() is {m.num_free_blocks()}, not 12"
+    )
 
 
+@pytest.mark.kata_gate(
+    "swapping breaks the model's invariants on random runs with forks and prefix caching"
+)
 def test_swap_state_machine(bm: Any, checker: Any) -> None:
     run_state_machine_as_test(
         checker.machine(
@@ -316,7 +396,9 @@ def test_swap_trace_other_seed(bm: Any, kata: Any) -> None:
     stats = replay.run(
         bm.BlockManager, gen.generate("parallel-sampling", 404), prefix_caching=False
     )
-    assert stats.swaps > 0 and stats.cow_copies > 0
+    assert stats.swaps > 0 and stats.cow_copies > 0, (
+        f"replay of parallel-sampling seed 404 (prefix caching off): swaps {stats.swaps} and cow copies {stats.cow_copies} must both be > 0"
+    )
 
 
 # --------------------------------------------------------------------------- speed
