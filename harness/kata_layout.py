@@ -34,8 +34,7 @@ NOT_ENFORCED_YET: set[str] = set()
 MESSAGES_PENDING: set[str] = {
     "memory-hierarchy", "simt", "matmul", "occupancy", "reduction", "streams", "transpose",
     "vector-add", "expr-to-ptx", "nvcc-pipeline", "container", "kgpu-driver",
-    "caching-allocator", "stream-scheduler", "cluster-scheduler", "device-plugin",
-    "gpu-sharing", "continuous-batching", "paged-kv-cache",
+    "caching-allocator", "stream-scheduler",
 }  # fmt: skip
 
 

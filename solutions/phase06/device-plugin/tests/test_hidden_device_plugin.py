@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, raises
 
 UNHEALTHY = "Unhealthy"
 
@@ -74,7 +74,7 @@ def test_allocate_refuses_an_unhealthy_gpu(rig: Any) -> None:
     bad = rig.node.gpus[2].uuid
     rig.node.set_health(bad, False, xid=79)
     ep.wait_devices(lambda ds: any(d.health == UNHEALTHY for d in ds), what="an Unhealthy GPU")
-    with pytest.raises(AssertionError, match=bad):
+    with raises(AssertionError, "Allocate must refuse a GPU advertised Unhealthy", match=bad):
         ep.allocate([rig.node.gpus[1].uuid, bad])
     rig.node.set_health(bad, True)
     ep.wait_devices(lambda ds: all(d.health != UNHEALTHY for d in ds), what="all Healthy")
@@ -268,10 +268,13 @@ def test_preferred_fresh_random_nodes_against_search(nodes: Any, dp: Any) -> Non
                 f"{where}: minors {[g.index(u) for u in ids]} score {_score(node, ids)}, the"
                 f" best set {best}"
             )
-            with pytest.raises(ValueError):
+            with raises(
+                ValueError,
+                f"preferred() must refuse {len(available) + 1} GPUs from {len(available)} available",
+            ):
                 dp.preferred(node, available, [], len(available) + 1)  # more than available
             if len(must) == 2:
-                with pytest.raises(ValueError):
+                with raises(ValueError, "preferred() must refuse a size smaller than must_include"):
                     dp.preferred(node, available, must, 1)  # fewer than must_include
 
     run()
@@ -298,7 +301,9 @@ def test_health_gpus_that_failed_before_start(
         f" devices are {sick}"
     )
     first = bad[0] if replicas == 1 else f"{bad[0]}::0"
-    with pytest.raises(AssertionError, match=bad[0]):
+    with raises(
+        AssertionError, "Allocate must refuse a GPU that failed before start", match=bad[0]
+    ):
         ep.allocate([first])
     rig.node.set_health(bad[0], True)
     ep.wait_devices(

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, raises
 
 
 @pytest.fixture(scope="module")
@@ -439,7 +439,10 @@ def test_sharing_mig_h100_and_oom_order(sharing: Any, workloads: Any, gpus: Any)
         "oom_failures(..., 100 GB, limit t 8 GB): t exceeds its own limit: ['t']"
     )
     for q, c in ((0.0, 0.1), (-1.0, 0.1), (1.0, -0.5)):
-        with pytest.raises(ValueError):
+        with raises(
+            ValueError,
+            f"time_slicing(slice {q}, switch {c}) must refuse a slice <= 0 or a negative switch",
+        ):
             sharing.time_slicing(jobs, q, c)
 
 
@@ -485,7 +488,7 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
     assert share["isolated"] is False, (
         "replica_share(mps): isolated must be False (MPS does not isolate faults)"
     )
-    with pytest.raises(ValueError):
+    with raises(ValueError, "advertised() must refuse a resource with 0 replicas"):
         k8s.advertised(
             {
                 "sharing": {
@@ -495,7 +498,7 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
             1,
         )
     both = {"sharing": {**cfg["sharing"], **mps["sharing"]}}
-    with pytest.raises(ValueError):
+    with raises(ValueError, "advertised() must refuse a config with both timeSlicing and mps"):
         k8s.advertised(both, 1)
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, raises
 
 
 def req(
@@ -92,7 +92,10 @@ def test_cost_any_gpu_and_model(cost: Any, hardware: Any, s: dict[str, Any]) -> 
         flops_efficiency=s["fe"], bandwidth_efficiency=s["be"], overhead_s=s["overhead"],
     )  # fmt: skip
     if s["kv"] % s["tp"] and s["tp"] % s["kv"]:
-        with pytest.raises(ValueError):
+        with raises(
+            ValueError,
+            f"derive_step_cost must refuse tp={s['tp']} with {s['kv']} KV heads (neither divides the other)",
+        ):
             cost.derive_step_cost(model, gpu, **kw)
         return
     c = cost.derive_step_cost(model, gpu, **kw)
@@ -332,11 +335,14 @@ def test_continuous_staggered_arrivals(engine: Any, toy: Any, schedulers: Any) -
 def test_continuous_rejects_a_prompt_over_the_budget(
     engine: Any, toy: Any, schedulers: Any
 ) -> None:
-    with pytest.raises(ValueError):
+    with raises(
+        ValueError,
+        "a 100-token prompt over max_num_batched_tokens=64 without chunked prefill must be refused",
+    ):
         engine.Engine(toy, num_blocks=64).run(
             schedulers.ContinuousBatcher(max_num_batched_tokens=64), [req(engine, 0, 0.0, 100, 1)]
         )
-    with pytest.raises(ValueError):
+    with raises(ValueError, "ContinuousBatcher(preemption='drop') must be refused"):
         schedulers.ContinuousBatcher(preemption="drop")
     # The default token budget is vLLM's 8192: a prompt of 8192 runs, one of 8193 never can.
     big = engine.Engine(toy, num_blocks=1200).run(
@@ -345,7 +351,9 @@ def test_continuous_rejects_a_prompt_over_the_budget(
     assert big.steps[0].tokens == {0: 8192}, (
         f"ContinuousBatcher() (default budget 8192) runs a prompt of 8192 as {big.steps[0].tokens}"
     )
-    with pytest.raises(ValueError):
+    with raises(
+        ValueError, "a prompt of 8193 tokens over the default budget of 8192 must be refused"
+    ):
         engine.Engine(toy, num_blocks=1200).run(
             schedulers.ContinuousBatcher(), [req(engine, 0, 0.0, 8193, 1)]
         )

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, raises
 
 
 def read_back(manager: Any, pool: Any, seq_id: int) -> list[int]:
@@ -73,7 +73,10 @@ def test_memory_any_model_shape(
     )
     kv = c["num_key_value_heads"]
     if kv % tp and tp % kv:
-        with pytest.raises(ValueError):
+        with raises(
+            ValueError,
+            f"kv_bytes_per_token must refuse tp={tp} with {kv} KV heads (neither divides the other)",
+        ):
             kv_math.kv_bytes_per_token(m, dtype, tp)
         return
     per_token = int(2 * c["num_hidden_layers"] * max(1, kv // tp) * c["head_dim"] * nbytes)
@@ -83,7 +86,9 @@ def test_memory_any_model_shape(
     gpu = models.H200_141GB
     left = int(gpu.memory_bytes * 0.8) - int(params_of(c) * 2) // tp
     if left <= 0:
-        with pytest.raises(ValueError):
+        with raises(
+            ValueError, f"kv_tokens_that_fit must refuse when the weights leave no room ({c})"
+        ):
             kv_math.kv_tokens_that_fit(
                 m, gpu, kv_dtype=dtype, tensor_parallel=tp, gpu_memory_utilization=0.8
             )
