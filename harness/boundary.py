@@ -616,8 +616,8 @@ def _checked_iterator(it: Any, label: str) -> Iterator[Any]:
         me = ident()
         if me in inside:
             return how(*arg)
-        inside.add(me)
         try:
+            inside.add(me)
             return how(*arg)
         finally:
             inside.discard(me)
@@ -691,8 +691,8 @@ def _wrap_function(fn: Any, label: str, keep: bool = True, check: bool = True) -
             me = ident()
             if me in inside:  # learner code calling its own: its values are its business
                 return fn(*args, **kwargs)
-            inside.add(me)
-            try:
+            try:  # an alarm may fire anywhere: the flag is never left set
+                inside.add(me)
                 result = fn(*args, **kwargs)
             finally:
                 inside.discard(me)
