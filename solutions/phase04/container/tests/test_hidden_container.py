@@ -1,7 +1,7 @@
 """Hidden tests of the container kata: other hostnames, namespace subsets and limits, IPC
 isolation, and the gates against the shortcuts (chroot for pivot_root, an rlimit for the memory
 cgroup, a devices controller that allows everything, driver libraries mounted read-write).
-Random values are drawn at run time from a seeded generator."""
+Random values are drawn at run time from the run seed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.testing import random_for
 
 HOST_NS = ("pid", "mnt", "uts", "ipc", "net", "user")
 SPEC_NS = {
@@ -34,7 +36,7 @@ def ok(result: Any) -> Any:
     return result
 
 
-rng = random.Random(0xC0A7)
+rng = random_for("hostnames, keys and words")  # fresh each run (the run seed)
 
 
 # --- namespaces --------------------------------------------------------------------------
@@ -224,9 +226,9 @@ def _free_char_majors() -> list[int]:
 
 
 def _run_seed() -> int:
-    """This grading run's seed for the drawn devices: KATA_SEED if set (to reproduce a failure),
-    else a fresh one; every failure message names it."""
-    return int(os.environ.get("KATA_SEED") or random.SystemRandom().randrange(1 << 32))
+    """A seed for this test's drawn devices, from the run seed (--kata-seed reproduces it);
+    every failure message names it."""
+    return random_for().randrange(1 << 32)
 
 
 @pytest.mark.kata_gate(

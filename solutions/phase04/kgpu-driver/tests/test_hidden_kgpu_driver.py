@@ -65,10 +65,9 @@ def test_ioctl_only_the_five_commands_are_known(kernel: Any) -> None:
     """Every command with one field changed (another magic, a free number, a different size,
     each other direction), random 32-bit numbers, and the five commands themselves, each on a
     zeroed 4 KiB buffer (so no EFAULT): only the five may get anything but ENOTTY."""
-    import os
-    import random
+    from harness.testing import random_for
 
-    seed = int(os.environ.get("KATA_SEED") or random.SystemRandom().randrange(1 << 32))
+    seed = random_for().randrange(1 << 32)
     out = kernel.program(
         f"""
 import ctypes, random
@@ -401,31 +400,38 @@ def test_wait_sleeps_while_the_gpu_works(kernel: Any) -> None:
     /proc: a sleeping thread is S and does not wake until the interrupt; a loop, with or
     without cond_resched(), is R whatever the load; a loop around msleep() wakes every few ms."""
     before = cpu_seconds(kernel.proc.pid)
-    with ThreadStates(kernel.proc.pid) as states:
-        out = kernel.program(WAITERS, timeout=20)
-    used = cpu_seconds(kernel.proc.pid) - before
     want = {"one waiter": 0, "three waiters": 0, "a waiter on hung work": "ETIME"}
-    for name, marks in out.items():
-        assert {m[2] for m in marks} == {want[name]}, (
-            f"WAIT, {name}: returned {[m[2] for m in marks]}, expected {want[name]!r}"
+    for attempt in range(3):  # a machine too loaded to sample the wait gets another try
+        with ThreadStates(kernel.proc.pid) as states:
+            out = kernel.program(WAITERS, timeout=20)
+        seen = {}
+        for name, marks in out.items():
+            assert {m[2] for m in marks} == {want[name]}, (
+                f"WAIT, {name}: returned {[m[2] for m in marks]}, expected {want[name]!r}"
+            )
+            # from the last waiter's call (+50 ms to reach the kernel) to the first return
+            start, end = max(m[0] for m in marks) + 0.05, min(m[1] for m in marks) - 0.03
+            seen[name] = (end - start, *states.during(start, end), len(marks))
+            print(f"WAIT, {name}, try {attempt + 1}: {seen[name]} (s, samples, R, wakeups, n)")
+        if all(length >= 0.3 and samples >= 5 for length, samples, *_ in seen.values()):
+            break
+    else:
+        raise AssertionError(
+            f"WAIT: in 3 tries the waits could not be sampled (windows of at least 0.3 s with "
+            f"5 samples were wanted): {seen}"
         )
-        start, end = max(m[0] for m in marks) + 0.05, min(m[1] for m in marks) - 0.03
-        assert end - start >= 0.3, (
-            f"WAIT, {name}: returned {end - start + 0.08:.2f} s after it was called, on 0.7 s "
-            "of work: it must sleep until the fence completes (or the timeout passes)"
-        )
-        samples, running, switches = states.during(start, end)
-        print(f"WAIT, {name}: {samples} samples, {running} with a thread R, {switches} wakeups")
-        assert samples >= 5, f"WAIT, {name}: only {samples} samples of the kernel's threads"
-        assert running <= samples // 4 and switches <= 20 * len(marks), (
-            f"WAIT, {name}: in {samples} samples over {end - start:.2f} s a thread of the "
+    used = cpu_seconds(kernel.proc.pid) - before
+    for name, (length, samples, running, switches, n) in seen.items():
+        assert running <= samples // 4 and switches <= 20 * n, (
+            f"WAIT, {name}: in {samples} samples over {length:.2f} s a thread of the "
             f"kernel was running or runnable in {running}, and the threads in WAIT woke up "
             f"{switches} times: a waiting thread must sleep on the wait queue "
             "(wait_event_*) until the interrupt handler wakes it, not loop"
         )
-    assert used < 0.5, (
-        f"the kernel used {used:.2f} s of CPU while WAITs waited about 2 s for the GPU: a "
-        "waiting thread must sleep on the wait queue (wait_event_*), not loop"
+    assert used < 0.5 * (attempt + 1), (
+        f"the kernel used {used:.2f} s of CPU while WAITs waited about 2 s for the GPU "
+        f"({attempt + 1} runs): a waiting thread must sleep on the wait queue (wait_event_*), "
+        "not loop"
     )
 
 
