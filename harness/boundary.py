@@ -278,55 +278,74 @@ def problem(value: Any) -> str | None:
 
 def _scan(value: Any) -> tuple[Any, str] | None:
     """Breadth first over the value's parts, a level at a time, C-speed where it can be
-    (``set(map(type, level))``): the first part that is refused, and why."""
-    level: list[Any] = [value]
+    (``set(map(type, group))``): the first part that is refused, and why. A level is a list of
+    groups (a list's items, a dict's keys, its values, ...), each looked at alone: a group is
+    mostly of one type, so no Python-speed filtering is needed."""
+    level: list[Any] = [(value,)]
     seen: set[int] = set()  # objects whose attributes were followed (cycles)
     items = 0
     for _ in range(_MAX_DEPTH):
-        items += len(level)
-        if not level or items > _MAX_ITEMS:
-            return None
-        present = set(map(type, level))
-        if present <= _SCALARS:
+        if not level:
             return None
         nxt: list[Any] = []
-        single = len(present) == 1
-        for t in present:
-            if t in _SCALARS:
+        for group in level:
+            items += len(group)
+            if items > _MAX_ITEMS:
+                return None
+            present = set(map(type, group))
+            if present <= _SCALARS:
                 continue
-            kind = _kind(t)
-            if kind is _LEAF:
-                continue
-            members = level if single else [x for x in level if type(x) is t]
-            if kind is _SEQ:
-                one = members[0] if len(members) == 1 else None
-                nxt.append(one if type(one) in (list, tuple) else chain.from_iterable(members))
-            elif kind is _MAP:
-                nxt.append(chain.from_iterable(members))
-                nxt.append(chain.from_iterable(map(_values, members)))
-            elif kind is _ARRAY:
-                for dtype in set(map(attrgetter("dtype"), members)):
-                    if dtype.kind == "O":
-                        bad = next(x for x in members if x.dtype == dtype)
-                        return bad, "a numpy array of dtype object; return a numeric array"
-            elif kind is _OBJ:
-                fresh = [x for x in members if id(x) not in seen]
-                seen.update(map(id, fresh))
-                has_dict, names, iterable = _obj_info(t)
-                if has_dict:
-                    nxt.append(chain.from_iterable(map(_values, map(_vars, fresh))))
-                if names:
-                    get = attrgetter(*names)
-                    nxt.append(chain.from_iterable(_slot_values(get, x, len(names)) for x in fresh))
-                if iterable:
-                    nxt.append(chain.from_iterable(fresh))
-            else:
-                return next(x for x in members), kind
-        level = (
-            nxt[0]
-            if len(nxt) == 1 and type(nxt[0]) in (list, tuple)
-            else list(chain.from_iterable(nxt))
-        )
+            single = len(present) == 1
+            for t in present:
+                if t in _SCALARS:
+                    continue
+                kind = _kind(t)
+                if kind is _LEAF:
+                    continue
+                members = group if single else [x for x in group if type(x) is t]
+                found = _expand(t, kind, members, seen, nxt)
+                if found is not None:
+                    return found
+        level = nxt
+    return None
+
+
+def _expand(
+    t: type, kind: str, members: Any, seen: set[int], nxt: list[Any]
+) -> tuple[Any, str] | None:
+    """Add the parts of `members` (all of type `t`, of `kind`) to `nxt` as groups; or the first
+    member refused, and why."""
+    if kind is _SEQ:
+        if len(members) == 1:
+            one = members[0]
+            nxt.append(one if type(one) in (list, tuple) else list(one))
+        else:
+            nxt.append(list(chain.from_iterable(members)))
+    elif kind is _MAP:
+        if len(members) == 1:
+            nxt.append(list(members[0]))
+            nxt.append(list(members[0].values()))
+        else:
+            nxt.append(list(chain.from_iterable(members)))
+            nxt.append(list(chain.from_iterable(map(_values, members))))
+    elif kind is _ARRAY:
+        for dtype in set(map(attrgetter("dtype"), members)):
+            if dtype.kind == "O":
+                bad = next(x for x in members if x.dtype == dtype)
+                return bad, "a numpy array of dtype object; return a numeric array"
+    elif kind is _OBJ:
+        fresh = [x for x in members if id(x) not in seen]
+        seen.update(map(id, fresh))
+        has_dict, names, iterable = _obj_info(t)
+        if has_dict:
+            nxt.append(list(chain.from_iterable(map(_values, map(_vars, fresh)))))
+        if names:
+            get = attrgetter(*names)
+            nxt.append(list(chain.from_iterable(_slot_values(get, x, len(names)) for x in fresh)))
+        if iterable:
+            nxt.append(list(chain.from_iterable(fresh)))
+    else:
+        return members[0], kind
     return None
 
 
@@ -497,7 +516,7 @@ def _item_ok(arg: Any) -> Callable[[Any], bool] | None:
         return lambda v: type(v) in fast
     if isinstance(arg, type) and not getattr(arg, "__args__", None):
         return lambda v: isinstance(v, arg)
-    return None
+    return _shallow(arg)  # list[int] inside dict[str, list[int]]
 
 
 def _shallow(hint: Any) -> Callable[[Any], bool] | None:
@@ -513,6 +532,14 @@ def _shallow(hint: Any) -> Callable[[Any], bool] | None:
         if item is None:
             return None
         return lambda v: type(v) is origin and (not v or item(next(iter(v))))
+    if origin is tuple and args and Ellipsis not in args:  # tuple[int, float]
+        items = [_item_ok(a) for a in args]
+        if any(i is None for i in items):
+            return None
+        n = len(items)
+        return lambda v: (
+            type(v) is tuple and len(v) == n and all(ok(x) for ok, x in zip(items, v, strict=True))
+        )
     if origin is dict and len(args) == 2:
         key, val = _item_ok(args[0]), _item_ok(args[1])
         if key is None or val is None:
