@@ -152,9 +152,10 @@ class KataReportInfo:
 class KataTimeout(hangs.Overrun):
     """The test ran past its wall limit (the kata's time_limit, or what its budget had left)."""
 
-    def __init__(self, seconds: float, why: str = "the kata's time_limit") -> None:
-        super().__init__(f"exceeded {hangs.seconds_text(seconds)} s wall time ({why})")
-        self.seconds, self.why = seconds, why
+    def __init__(self, seconds: float, why: str = "the kata's time_limit", where: str = "") -> None:
+        at = f" in {where}" if where else ""
+        super().__init__(f"exceeded {hangs.seconds_text(seconds)} s wall time ({why}){at}")
+        self.seconds, self.why, self.where = seconds, why, where  # where: the learner code
 
 
 # --------------------------------------------------------------------------- reading the session

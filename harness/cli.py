@@ -323,8 +323,60 @@ def _snapshot(paths: list[Path]) -> dict[Path, int]:
     return seen
 
 
+def _changed(before: dict[Path, int], after: dict[Path, int], root: Path) -> str:
+    """The saved file(s), relative to the root: "katas/phase01/simt/simt.py" (and 2 more)."""
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if not changed:
+        return ""
+    try:
+        first = str(changed[0].relative_to(root))
+    except ValueError:
+        first = str(changed[0])
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    removed = " removed" if changed[0] not in after else ""
+    return f"{first}{removed}{more}"
+
+
+CLEAR = "\x1b[2J\x1b[3J\x1b[H"  # clear the screen and its scrollback, cursor home
+
+
+def watch_header(target: str, changed: str, when: float) -> str:
+    """`kata watch · katas/phase01/simt · 14:02:31 · simt.py changed`, the first line of a run."""
+    import time
+
+    stamp = time.strftime("%H:%M:%S", time.localtime(when))
+    why = f"{changed} changed" if changed else "first run"
+    return f"kata watch · {target} · {stamp} · {why}"
+
+
+def _watch_summary(root: Path, args: argparse.Namespace, paths: list[Path]) -> None:
+    """The watched katas' summary, last on the screen (pytest's own lines come before it)."""
+    from .terminal import kata_lines
+
+    try:
+        result = RunResult.load(_results_dir(root, args) / progress.LAST_RUN_FILE)
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    watched = [p.resolve() for p in paths]
+    say()
+    for kata in result.katas:
+        where = (root / kata.path).resolve()
+        if not any(where == w or w in where.parents or where in w.parents for w in watched):
+            continue
+        for text, markup in kata_lines(kata):
+            say(text, **markup)
+    say(f"total: {_points(result.earned)}/{result.points} points", bold=True)
+
+
+def _points(x: float) -> str:
+    from .terminal import fmt_points
+
+    return fmt_points(x)
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
-    """Re-run the tests of a kata (or phase) each time a file in it is saved (rustlings-style)."""
+    """Re-run the tests of a kata (or phase) each time a file in it is saved (rustlings-style):
+    the screen cleared, a header naming the saved file and the time, the summary last."""
     import subprocess
     import time
 
@@ -335,19 +387,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
         paths = [Path(args.path).resolve() if Path(args.path).exists() else root / args.path]
     else:
         paths = [_find_kata(root, args.path).dir]
-    cmd = [sys.executable, "-m", "pytest", *map(str, paths), "-q", *args.pytest_args]
-    runs = 0
+    target = " ".join(str(p.relative_to(root)) for p in paths)
+    # -rN: no list of failures after the summary; the plugin's summary is left to watch, last.
+    cmd = [sys.executable, "-m", "pytest", *map(str, paths), "-q", "-rN", *args.pytest_args]
+    if args.kata_results_dir is not None:
+        cmd.append(f"--kata-results-dir={args.kata_results_dir}")
+    env = {**os.environ, "KATA_SUMMARY": "off"}
+    clear = args.clear if args.clear is not None else sys.stdout.isatty()
+    runs, changed = 0, ""
     while True:
-        say(f"--- kata watch: {' '.join(str(p.relative_to(root)) for p in paths)} "
-            "(Ctrl-C to stop)", bold=True)  # fmt: skip
+        if clear:
+            print(CLEAR, end="", flush=True)
+        say(watch_header(target, changed, time.time()), bold=True)
+        sys.stdout.flush()
         before = _snapshot(paths)  # taken before the run, so a save during it counts too
-        subprocess.run(cmd, cwd=root)
+        subprocess.run(cmd, cwd=root, env=env)
         runs += 1
+        _watch_summary(root, args, paths)
         if args.once or (args.max_runs and runs >= args.max_runs):
             return EXIT_OK
+        say("waiting for a save… (Ctrl-C to stop)")
+        sys.stdout.flush()
         try:
-            while _snapshot(paths) == before:
+            while (after := _snapshot(paths)) == before:
                 time.sleep(args.interval)
+            changed = _changed(before, after, root)
         except KeyboardInterrupt:
             return EXIT_OK
 
@@ -393,6 +457,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("watch", help="re-run a kata's tests whenever you save a file")
     s.add_argument("path", nargs="?", help="a kata id, or a path (default: all katas)")
     s.add_argument("--interval", type=float, default=0.5, help="seconds between checks")
+    s.add_argument(
+        "--clear",
+        dest="clear",
+        action="store_true",
+        default=None,
+        help="clear the screen before each run (default: when the output is a terminal)",
+    )
+    s.add_argument("--no-clear", dest="clear", action="store_false", help="never clear the screen")
+    _results_option(s)
     s.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     s.add_argument("--max-runs", type=int, default=0, help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_watch, pytest_args=[])  # extra pytest arguments go after `--`

@@ -8,6 +8,7 @@ here). It reads each report's :class:`~harness.api.KataReportInfo`; it never see
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -232,7 +233,8 @@ class ResultCollector:
             progress.save(result, self.state.results_dir)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.state.result is not None:
+        # KATA_SUMMARY=off: `kata watch` prints the summary itself, last on the screen.
+        if self.state.result is not None and os.environ.get("KATA_SUMMARY") != "off":
             from .terminal import render_summary
 
             render_summary(terminalreporter, self.state.result, self.state.written, self.partial)

@@ -115,6 +115,9 @@ class Manifest:
     gate_fraction: float = 0.0  # the kata-wide default of the tasks' gate_fraction
     given: tuple[str, ...] = ()  # modules the learner uses but does not edit (kata-relative)
     keep_capabilities: tuple[str, ...] = ()  # [sandbox] keep_capabilities: not dropped in the child
+    # [test_seconds]: the reference's seconds per test (by function name), from `kata verify
+    # --record`; harness.timekeeper.scaled_limit makes each test's limit from them.
+    test_seconds: dict[str, float] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -222,7 +225,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
     "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
-    "sandbox",
+    "sandbox", "test_seconds",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -286,14 +289,33 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     sandbox = _Fields(path, top.get("sandbox", dict, {}, "a table ([sandbox])"), "sandbox.")
     sandbox.unknown({"keep_capabilities"})
     keep = sandbox.choices("keep_capabilities", GRANTABLE_CAPABILITIES)
+    test_seconds = _test_seconds(top)
     return Manifest(
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
         time_budget=None if time_budget is None else float(time_budget),
         budgets=budgets, gate_fraction=gate_default, given=given, keep_capabilities=keep,
-        raw=data,
+        test_seconds=test_seconds, raw=data,
     )  # fmt: skip
+
+
+def _test_seconds(top: _Fields) -> dict[str, float]:
+    """`[test_seconds]`: test function name = the reference's seconds (a positive number)."""
+    table = top.get("test_seconds", dict, {}, "a table of test name = seconds")
+    out = {}
+    for name, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise top.fail(
+                f"test_seconds.{name}", f"must be a positive number of seconds, got {value!r}"
+            )
+        if not _TEST_NAME.match(name):
+            raise top.fail(f"test_seconds.{name}", "must be a test function's name (test_...)")
+        out[name] = float(value)
+    return out
+
+
+_TEST_NAME = re.compile(r"^test\w*$")
 
 
 def _gate_fraction(f: _Fields, default: float) -> float:

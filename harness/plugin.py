@@ -58,7 +58,7 @@ from .results import (
 )
 from .shared_fixtures import HiddenTests
 from .tiers import Capabilities, probe
-from .timekeeper import RUN_HANG_S, RUN_QUICK_S, TestLimit, TimeKeeper
+from .timekeeper import RUN_HANG_S, RUN_QUICK_S, TestLimit, TimeKeeper, scaled_limit
 
 # The parts of the harness that are pytest plugins of their own, loaded when present. Checked by
 # file, not by import, so start-up stays cheap.
@@ -573,6 +573,7 @@ def pytest_runtest_call(item: pytest.Item):
     if ITEM_INFO in item.stash:
         seeds.set_current_key(test_key(item))
         _seed_hypothesis(item)
+    narrowed = _narrow_to_scale(item)
     try:
         return (yield)
     finally:
@@ -581,6 +582,8 @@ def pytest_runtest_call(item: pytest.Item):
         # middle of it stopped the sandbox child: "your code stopped the test run").
         if item.stash.get(_ALARM, None) is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
+        if narrowed:
+            _widen_back(item)  # teardown gets what the test's own limit left
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
@@ -595,6 +598,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 _ALARM = pytest.StashKey[Any]()  # the SIGALRM handler to restore
+_LIMIT_NOW = pytest.StashKey[list]()  # [the TestLimit in force, the setup's deadline]
 
 
 def _seed_hypothesis(item: pytest.Item) -> None:
@@ -625,14 +629,45 @@ def _start_alarm(item: pytest.Item, limit: TestLimit) -> None:
 
     info = item.stash.get(ITEM_INFO, None)
     names = {Path(f).name for f in info.manifest.files if f.endswith(".py")} if info else set()
+    now = item.stash[_LIMIT_NOW] = [limit, deadline]  # the call may narrow it (pytest_runtest_call)
 
     def on_alarm(signum: int, frame: Any) -> None:
-        timeout = KataTimeout(seconds, limit.why)
+        current, _ = now
+        # Name the learner code it stopped in: the function on the stack, or what hangs.running
+        # says runs (an import, a kernel, a native call).
+        where = hangs.python_entry(frame, names)
+        label = f"{where[1]}() in {Path(where[2]).name}" if where else ""
+        running = hangs.current()
+        label = label or (running[2] if running else "")
+        timeout = KataTimeout(current.seconds, current.why, label)
         hangs.record_python_hang(frame, names, str(timeout))  # later calls of it fail at once
         raise timeout
 
     item.stash[_ALARM] = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _narrow_to_scale(item: pytest.Item) -> bool:
+    """The test's call gets its own limit, at its scale (timekeeper.scaled_limit), when that is
+    shorter than what the test has left; True when it did (restore the deadline after)."""
+    info = item.stash.get(ITEM_INFO, None)
+    now = item.stash.get(_LIMIT_NOW, None)
+    left = hangs.time_left()
+    if info is None or now is None or left is None or item.stash.get(_ALARM, None) is None:
+        return False
+    scaled = scaled_limit(info.manifest, item.name)
+    if scaled is None or scaled.seconds >= left:
+        return False
+    now[0] = scaled
+    hangs.set_deadline(time.monotonic() + scaled.seconds)
+    signal.setitimer(signal.ITIMER_REAL, scaled.seconds)
+    return True
+
+
+def _widen_back(item: pytest.Item) -> None:
+    now = item.stash.get(_LIMIT_NOW, None)
+    if now is not None:
+        hangs.set_deadline(now[1])
 
 
 def _stop_alarm(item: pytest.Item) -> None:
@@ -750,12 +785,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.outcome = "skipped"
             report.longrepr = (item.location[0], (item.location[1] or 0) + 1, rec.message)
         else:
-            rec.message = _message(call.excinfo, info.hidden)
+            # An instructor's run (the solutions, a shortcut, a patch: solutions/ is at hand)
+            # shows a hidden test's whole failure; a learner's shows its message only.
+            secret = info.hidden and _state(item.config).impl == "learner"
+            rec.message = _message(call.excinfo, secret)
             if info.hidden and not _load_problem(call.excinfo):
                 rec.message += f" ({seeds.reproduce_hint(_state(item.config).seed)})"
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
                 rec.load_error = call.excinfo.value.key  # shown once per kata
-            if info.hidden:
+            if secret:
                 report.longrepr = f"hidden test failed: {rec.message}"
             elif call.excinfo.errisinstance((KataLoadError, hangs.KnownHang)):
                 report.longrepr = str(call.excinfo.value)

@@ -46,6 +46,33 @@ RUN_HANG_S = 240.0
 RUN_QUICK_S = 10.0
 
 
+# A test's own limit, at its scale: TEST_LIMIT_FACTOR x the reference's time for it (recorded by
+# `kata verify --record` in kata.toml's [test_seconds]), at least TEST_LIMIT_FLOOR_S and at most
+# the kata's time_limit. It bounds the test's call (its fixtures keep the kata's time_limit: a
+# module-scoped fixture's cost falls on whichever test runs first). Pure-Python katas only: where
+# a test builds C, CUDA or Rust its time depends on the build cache, not on its own scale.
+TEST_LIMIT_FACTOR = 10.0
+TEST_LIMIT_FLOOR_S = 10.0
+
+
+def scaled_limit(manifest: Any, test_name: str) -> TestLimit | None:
+    """The limit of this test's call at its own scale, when that is below the kata's time_limit."""
+    if set(getattr(manifest, "languages", ())) != {"python"}:
+        return None
+    base = test_name.split("[", 1)[0]
+    ref = getattr(manifest, "test_seconds", {}).get(base)
+    if ref is None:
+        return None
+    seconds = max(TEST_LIMIT_FLOOR_S, TEST_LIMIT_FACTOR * ref)
+    if seconds >= float(manifest.time_limit):
+        return None
+    why = (
+        f"{base}'s own limit: {TEST_LIMIT_FACTOR:g} x the reference's {ref:.2g} s, "
+        f"at least {TEST_LIMIT_FLOOR_S:g} s"
+    )
+    return TestLimit(seconds, why)
+
+
 def hang_allowance(time_limit: float) -> float:
     """Seconds a kata may lose to tests that hang or run out their limit."""
     again = min(time_limit, AFTER_HANG_S)

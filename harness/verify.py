@@ -80,10 +80,10 @@ def verify(
     seed: int = VERIFY_SEED,
     fresh_seeds: int = 0,
 ) -> list[KataVerdict]:
-    """`record`: write each passing kata's time_budget from the reference's run time.
-    `mutants`: then sample and run mutants of each kata whose reference passes (`--mutants`).
-    Every run uses run seed `seed`; `fresh_seeds` more runs of the reference each draw a fresh
-    one."""
+    """`record`: write each passing kata's time_budget and [test_seconds] from the reference's
+    run time. `mutants`: then sample and run mutants of each kata whose reference passes
+    (`--mutants`). Every run uses run seed `seed`; `fresh_seeds` more runs of the reference each
+    draw a fresh one."""
     extra = list(extra or [])
     if not any(a.startswith("--kata-seed") for a in extra):
         extra.append(f"--kata-seed={seed}")
@@ -152,7 +152,13 @@ def verify(
 
 
 def _record_budgets(run: RunResult, by_path: dict[str, KataVerdict], dirs: list[Path]) -> None:
-    from .budget_record import budget_for, reference_seconds, write_budget
+    from .budget_record import (
+        budget_for,
+        reference_seconds,
+        test_seconds,
+        write_budget,
+        write_test_seconds,
+    )
 
     manifests = {}
     for d in dirs:
@@ -168,6 +174,7 @@ def _record_budgets(run: RunResult, by_path: dict[str, KataVerdict], dirs: list[
         seconds = reference_seconds(k)
         line = write_budget(m, budget_for(seconds, m.time_limit), seconds)
         v.notes.append(f"recorded in kata.toml: {line}")
+        v.notes.append(f"recorded in kata.toml: {write_test_seconds(m, test_seconds(k))}")
 
 
 def _judge_solution(run: RunResult, by_path: dict[str, KataVerdict]) -> None:

@@ -6,9 +6,10 @@ and the ``style.css`` it inlines). Self-contained on purpose: the CSS is inline,
 mailed, attached to a CI run, or opened with networking off.
 
 What it shows: an overview (points per phase and kata), then per kata each task's status and
-points, its tests with durations, for a failing public test the assertion and the test's source
-lines around the failing one, the task's first hint, skipped-for-tier notes, budget ratios as
-small SVG bar charts, and pictures tests provide. Pictures come from ``kata_metrics``: ``svg``
+points, its tests with durations (those not started yet in one line per task, saying where to
+start), for a failing public test the assertion and the test's source lines around the failing
+one, the hints for what failed (each once), skipped-for-tier notes, budget ratios as small SVG
+bar charts, and pictures tests provide. Pictures come from ``kata_metrics``: ``svg``
 (markup) or ``artifact`` (a file under ``.kata/artifacts/``); see :mod:`.charts` for the keys.
 
 Hidden tests show their message only: no source lines, no file, no captured output.
@@ -157,6 +158,21 @@ def _test_view(row: Row, options: ReportOptions) -> TestView:
     )
 
 
+def _not_started(view: TestView) -> bool:
+    return view.label == _OUTCOME[NOT_STARTED][1] and not (view.charts or view.images)
+
+
+def _todo_line(views: list[TestView]) -> str:
+    """One line for a task's not-started tests: how many, and where the first one starts
+    (`3 tests not started — start at add_sequence (block_manager.py:62)`)."""
+    todo = [v for v in views if _not_started(v)]
+    if not todo:
+        return ""
+    n = f"{len(todo)} test{'s' * (len(todo) > 1)} not started"
+    where = todo[0].message.removeprefix("not started: ").strip()
+    return f"{n} — start at {where}" if where else n
+
+
 def _pct(earned: float, points: float) -> float:
     return round(100 * earned / points, 1) if points else 0.0
 
@@ -183,9 +199,13 @@ def context(result: RunResult, options: ReportOptions) -> dict[str, Any]:
                 "skip_reasons": t.skip_reasons,
                 "gates": [gate_line(t, g) for g in t.gate_reasons],
                 "tests": by_task.get(t.id, []),
-                # Passing tests with nothing more to show fit on one line of chips.
+                # Passing tests with nothing more to show fit on one line of chips; the tests not
+                # started yet on one line for the task (where to start); the rest in full.
                 "plain": [v for v in by_task.get(t.id, []) if v.plain],
-                "detailed": [v for v in by_task.get(t.id, []) if not v.plain],
+                "todo_line": _todo_line(by_task.get(t.id, [])),
+                "detailed": [
+                    v for v in by_task.get(t.id, []) if not v.plain and not _not_started(v)
+                ],
                 "passed": sum(r.ok for r in t.tests),
             }
             for t in kata.tasks

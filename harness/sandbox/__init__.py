@@ -234,7 +234,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         )
     elif call.excinfo.errisinstance(KataTimeout):
         e = call.excinfo.value
-        text = messages.timeout(e.seconds, e.why)
+        text = messages.timeout(e.seconds, e.why, getattr(e, "where", ""))
     else:
         return report
     rec = KataReportInfo.of(report)

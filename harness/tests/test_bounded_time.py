@@ -6,6 +6,7 @@ asserts the bound it promises, and that the reports are complete.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import hangs
+from harness import budget_record, hangs, timekeeper
 from harness.budget_record import budget_for, write_budget
 from harness.manifest import load_manifest
 from harness.results import ResultBuilder
@@ -581,3 +582,58 @@ def test_a_run_that_lost_its_allowance_cuts_later_katas_and_honest_time_costs_no
     assert all(cut.search(m) or stop.match(m) for m in k2_messages), k2_messages
     assert all(stop.match(t["message"]) for t in _tests(k3)), _tests(k3)[0]["message"]
     assert (repo.root / "junit.xml").exists()
+
+
+# --------------------------------------------------------------------------- limits at a test's scale
+def test_a_hang_waits_for_the_tests_own_limit_and_names_the_function(
+    repo: KataRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kata whose time_limit (30 s) is sized for its slowest test: a test the reference runs in
+    0.01 s gets max(floor, 10 x 0.01 s) instead (the floor lowered from 10 s to 1 s here, to keep
+    the test quick), and the message names the learner function it stopped in."""
+    monkeypatch.setattr(timekeeper, "TEST_LIMIT_FLOOR_S", 1.0)
+    _kata(repo, "scaled", LOOPS, time_limit=30, extra="[test_seconds]\ntest_one = 0.01\n")
+    result, _ = _run(repo, subprocess=False)
+    kata = _report(repo)["katas"][0]
+    assert _spent(kata) < 1 + 3, f"{_spent(kata):.1f} s\n{result.stdout.str()}"
+    tests = sorted(_tests(kata), key=lambda t: t["name"])
+    first = tests[0]["message"]
+    assert first.startswith(
+        "exceeded 1 s wall time (test_one's own limit: 10 x the reference's 0.01 s, at least 1 s)"
+        " in add() in calc.py"
+    ), first
+    for t in tests[1:]:
+        assert t["message"].startswith("add() in calc.py hung in test_one[0]"), t
+
+
+def test_a_tests_own_limit_is_for_python_katas_and_below_the_kata_limit(repo: KataRepo) -> None:
+    kata = repo.add_demo(time_limit=60)
+    (kata / "kata.toml").write_text(
+        (kata / "kata.toml").read_text() + "\n[test_seconds]\ntest_add = 0.5\ntest_mul = 9\n"
+    )
+    m = load_manifest(kata)
+    limit = timekeeper.scaled_limit(m, "test_add[3]")
+    assert limit is not None and limit.seconds == 10.0, "the floor: 10 s"
+    assert "test_add's own limit: 10 x the reference's 0.5 s" in limit.why
+    assert timekeeper.scaled_limit(m, "test_mul") is None, "90 s: the kata's 60 s time_limit"
+    assert timekeeper.scaled_limit(m, "test_gpu") is None, "nothing recorded"
+    native = dataclasses.replace(m, languages=("python", "c"))
+    assert timekeeper.scaled_limit(native, "test_add") is None, "a build's time is not its scale"
+
+
+def test_verify_record_writes_each_tests_seconds(repo: KataRepo) -> None:
+    kata = repo.add_demo()
+    builder = ResultBuilder(repo.root, "solution", ["cpu"])
+    for nodeid, seconds in (("test_add[1]", 0.0123), ("test_add[2]", 0.2), ("test_mul", 0.001)):
+        record = builder.new_record(f"katas/phase01/demo/tests/test_demo.py::{nodeid}",
+                                    outcome="passed", duration=seconds)  # fmt: skip
+        builder.add(record)
+    (result,) = builder.build().katas
+    seconds = budget_record.test_seconds(result)
+    assert seconds == {"test_add": 0.2, "test_mul": 0.01}
+    m = load_manifest(kata)
+    budget_record.write_test_seconds(m, seconds)
+    budget_record.write_test_seconds(m, {"test_add": 0.3})  # recorded again: replaced, not added
+    text = (kata / "kata.toml").read_text()
+    assert text.count("[test_seconds]") == 1 and "test_mul =" not in text
+    assert load_manifest(kata).test_seconds == {"test_add": 0.3}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import CLEAR, main
 
 from .conftest import KataRepo
 
@@ -122,10 +122,12 @@ def test_console_script_is_installed() -> None:
 
 
 def test_watch_reruns_after_a_save(repo: KataRepo) -> None:
+    """rustlings' watch: the screen cleared, a header with the saved file and the time, the
+    summary last (after pytest's own lines)."""
     repo.add_demo()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "--root", str(repo.root), "watch", "demo",
-         "--interval", "0.1", "--max-runs", "2", "--", "-p", "no:xdist"],
+         "--interval", "0.1", "--max-runs", "2", "--clear", "--", "-p", "no:xdist"],
         cwd=repo.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -137,8 +139,23 @@ def test_watch_reruns_after_a_save(repo: KataRepo) -> None:
             stub.write_text(stub.read_text().replace('todo("add(a, b)")', "return a + b"))
     text = "".join(out)
     assert proc.wait(timeout=120) == 0, text
-    assert text.count("--- kata watch") == 2
-    assert re.search(r"add\s+0/10", text) and re.search(r"add\s+10/10", text), text
+    runs = text.split(CLEAR)
+    assert len(runs) == 3 and not runs[0], "the screen is cleared before each run"
+    first, second = runs[1].splitlines(), runs[2].splitlines()
+    stamp = r"\d\d:\d\d:\d\d"
+    assert re.fullmatch(rf"kata watch · katas/phase01/demo · {stamp} · first run", first[0])
+    assert re.fullmatch(
+        rf"kata watch · katas/phase01/demo · {stamp} · katas/phase01/demo/calc.py changed",
+        second[0],
+    ), second[0]
+    assert re.search(r"add\s+0/10", runs[1]) and re.search(r"add\s+10/10", runs[2]), text
+    # The summary comes last, after pytest's own lines, once a run.
+    for run in (first, second):
+        assert sum(line.startswith("total:") for line in run) == 1, run
+        assert run.index(next(x for x in run if x.startswith("phase 01 · demo"))) > run.index(
+            next(x for x in run if re.search(r"\d+ (passed|failed)", x))
+        ), run
+    assert first[-1] == "waiting for a save… (Ctrl-C to stop)" and second[-1].startswith("total:")
 
 
 SEEDED_HIDDEN = """\

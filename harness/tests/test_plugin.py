@@ -42,11 +42,23 @@ def test_solution_run_passes_with_full_points_for_available_tiers(repo: KataRepo
 
 
 def test_hidden_failure_shows_message_but_not_source(repo: KataRepo) -> None:
+    repo.add_demo(
+        stub="def add(a, b):\n    return a + b if a < 10 else 5\n\ndef mul(a, b):\n    return a * b\n"
+    )
+    result = repo.pytester.runpytest("katas")
+    out = result.stdout.str()
+    assert "hidden test failed: AssertionError: add must work for large numbers too" in out
+    assert "secret_operand" not in out, "hidden test source leaked into the output"
+
+
+def test_an_instructor_run_shows_a_hidden_tests_whole_failure(repo: KataRepo) -> None:
+    """--kata-impl=solution (or a shortcut) has solutions/ at hand: nothing there is secret."""
     repo.add_demo(solution="def add(a, b):\n    return 5\n\ndef mul(a, b):\n    return a * b\n")
     result = repo.pytester.runpytest("katas", "--kata-impl=solution")
     out = result.stdout.str()
     assert "add must work for large numbers too" in out
-    assert "secret_operand" not in out, "hidden test source leaked into the output"
+    assert "assert calc.add(secret_operand, 1) == 42" in out and "assert 5 == 42" in out, out
+    assert "hidden test failed:" not in out
 
 
 def test_hidden_tests_can_be_switched_off(repo: KataRepo) -> None:

@@ -365,6 +365,19 @@ def test_public_failure_shows_source_lines_and_hint(repo: KataRepo) -> None:
     assert "💡 Hint: use *" in md
 
 
+def test_html_says_a_not_started_task_in_one_line(repo: KataRepo) -> None:
+    """A task not started is one line saying where to start, not a box per test; a failure keeps
+    its box with the test's source lines."""
+    repo.add_demo()
+    repo.pytester.runpytest("katas", *report_args(formats=("html",)))
+    html = (repo.root / "out" / FILES["html"]).read_text()
+    lines = re.findall(r'<div class="todo-line">.*?</div>', html)
+    assert len(lines) == 1, lines  # the add task: its public and hidden tests
+    assert "2 tests not started — start at add(a, b) (calc.py:" in lines[0], lines
+    assert '<span class="name">test_add</span>' not in html, "no box per not-started test"
+    assert '<span class="name">test_mul</span>' in html and 'class="ln hit"' in html
+
+
 # --------------------------------------------------------------------------- format details
 def test_gradescope_hidden_visibility_and_leaderboard(repo: KataRepo) -> None:
     repo.add_demo()
