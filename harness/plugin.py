@@ -785,10 +785,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             report.outcome = "skipped"
             report.longrepr = (item.location[0], (item.location[1] or 0) + 1, rec.message)
         else:
-            # An instructor's run (the solutions, a shortcut, a patch: solutions/ is at hand)
-            # shows a hidden test's whole failure; a learner's shows its message only.
+            # The reports say a hidden test's message only, whoever runs; an instructor's run
+            # (the solutions, a shortcut, a patch: solutions/ is at hand) keeps pytest's whole
+            # failure in the terminal, a learner's run the message only.
             secret = info.hidden and _state(item.config).impl == "learner"
-            rec.message = _message(call.excinfo, secret)
+            rec.message = _message(call.excinfo, info.hidden)
             if info.hidden and not _load_problem(call.excinfo):
                 rec.message += f" ({seeds.reproduce_hint(_state(item.config).seed)})"
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
@@ -797,7 +798,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = f"hidden test failed: {rec.message}"
             elif call.excinfo.errisinstance((KataLoadError, hangs.KnownHang)):
                 report.longrepr = str(call.excinfo.value)
-            else:
+            elif not info.hidden:
                 rec.line, rec.source = _failing_source(call.excinfo, item)
             if info.task is not None and rec.gate:
                 report.sections.append(
