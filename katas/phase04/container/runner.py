@@ -294,11 +294,15 @@ def _child(
         _report(rep, step="unshared", s=time.perf_counter() - t)
         if os.read(go, 1) != b"g":
             os._exit(1)
+        left_r, left_w = os.pipe()  # pid 1 starts the program once this process left
         pid1 = os.fork()
         if pid1 == 0:
-            _pid1(rt, spec, rep, out, err, libc, inherited)
+            os.close(left_w)
+            _pid1(rt, spec, rep, out, err, libc, inherited, left_r)
+        os.close(left_r)
         _report(rep, pid1=pid1)
-        host.go_back(tickets)
+        host.go_back(tickets)  # out of the container's cgroup: its pids.max counts pid 1's own
+        os.close(left_w)
         _, status = os.waitpid(pid1, 0)
         _report(rep, status=status)
         code = 0
@@ -316,7 +320,14 @@ def _oom_score_adj(value: int) -> None:  # pragma: no cover - runs in the child
 
 
 def _pid1(
-    rt: ModuleType, spec: Spec, rep: int, out: int, err: int, libc: Any, inherited: list[int]
+    rt: ModuleType,
+    spec: Spec,
+    rep: int,
+    out: int,
+    err: int,
+    libc: Any,
+    inherited: list[int],
+    left: int,
 ) -> None:  # pragma: no cover
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -332,6 +343,8 @@ def _pid1(
                 _error(rep, f"{name} (in pid 1)", e)
                 os._exit(126)
             _report(rep, step=name, s=time.perf_counter() - t)
+        os.read(left, 1)  # EOF: the runtime's child has left the container's cgroup
+        os.close(left)
         os.dup2(out, 1)
         os.dup2(err, 2)
         # The runner's pipes and what the test process had open do not reach the container
