@@ -106,6 +106,7 @@ class KataReportInfo:
     sandbox: str = ""  # how a sandbox child ended when it sent no report ("crash", "exit", ...)
     overran: bool = False  # stopped by a time limit (test alarm, launch limit): its time was lost
     hint: str = ""  # the task's hint for this failure (harness.manifest.Task.hint_for)
+    raised: str = ""  # the learner's code raised (not the test's check): a gate is not tripped
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kata": self.kata, "task": self.task, "hidden": self.hidden}

@@ -179,6 +179,7 @@ class ResultCollector:
             hidden=hidden,
             gate=rec.gate,
             hint=rec.hint,
+            raised=rec.raised,
         )
         if record is not None:
             self.builder.add(record)

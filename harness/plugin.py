@@ -800,7 +800,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = str(call.excinfo.value)
             elif not info.hidden:
                 rec.line, rec.source = _failing_source(call.excinfo, item)
-            if info.task is not None and rec.gate:
+            if rec.gate:
+                rec.raised = _learner_raised(call.excinfo, info)
+            if info.task is not None and rec.gate and not rec.raised:
                 report.sections.append(
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))
                 )
@@ -814,6 +816,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                     report.sections.append((f"hint for task {info.task.id!r}", hint))
     rec.attach(report)
     return report
+
+
+def _learner_raised(excinfo: pytest.ExceptionInfo[BaseException], info: KataItemInfo) -> str:
+    """Where the learner's code raised the exception that failed a test ("" when the test's own
+    check failed): sources that do not load, or an exception whose traceback passes through a
+    learner file. Such a failure is an honest mistake and never trips a gate. A time limit is
+    not an exception of the learner's: a gate may catch a hang."""
+    if excinfo.errisinstance((KataTimeout, hangs.KnownHang, hangs.Overrun)):
+        return ""
+    name = type(excinfo.value).__name__
+    if isinstance(excinfo.value, KataLoadError):
+        return f"{name}: the sources do not load"
+    return _raised_in(excinfo.value, {Path(f).name for f in info.manifest.files})
+
+
+def _raised_in(exc: BaseException, learner: set[str]) -> str:
+    """`exc` passed through a learner file ("<Error> in <file>:<line>"); for a group (hypothesis'
+    several distinct failures), every exception in it did."""
+    import traceback
+
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [_raised_in(e, learner) for e in exc.exceptions]
+        return inner[0] if inner and all(inner) else ""
+    where = ""
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        path = Path(frame.f_code.co_filename)
+        if path.name in learner and layout.TESTS not in path.parts:
+            where = f"{type(exc).__name__} in {path.name}:{lineno}"  # the innermost one
+    return where
 
 
 def _gate_note(gate: str, task: Task) -> str:

@@ -100,6 +100,8 @@ class TestRecord:
     seq: int = -1  # position in pytest's collection order (test-file order); -1: unknown
     missing: str = ""  # the tier or capability this machine lacks, when that skipped the test
     hint: str = ""  # the task's hint for this failure (the one that belongs to this test)
+    raised: str = ""  # it failed on an exception of the learner's code (or sources that do not
+    # load), not on the test's check: "ZeroDivisionError in kv_math.py:12"
 
     @property
     def ok(self) -> bool:
@@ -107,8 +109,10 @@ class TestRecord:
 
     @property
     def gate_failed(self) -> bool:
-        """A gate that caught its shortcut: not a test that never started or was skipped."""
-        return bool(self.gate) and self.outcome in (FAILED, ERROR)
+        """A gate that caught its shortcut: its check failed. Not a test that never started or
+        was skipped, nor one the learner's code stopped with an exception (an honest mistake,
+        not a shortcut: the test earns nothing, the task is not capped)."""
+        return bool(self.gate) and self.outcome in (FAILED, ERROR) and not self.raised
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -174,6 +175,38 @@ def test_gate_that_is_not_started_caps_nothing(repo: KataRepo) -> None:
     gate = next(r for r in add["tests"] if r["name"] == "test_add_gate")
     assert gate["outcome"] == NOT_STARTED
     assert add["gate_reasons"] == [] and add["earned"] == pytest.approx(20 / 3, abs=0.25)
+
+
+@pytest.mark.parametrize(
+    "add",
+    [
+        "def add(a, b):\n    if (a, b) == (40, 2):\n        return a // 0\n    return a + b\n",
+        "def add(a, b):\n    if (a, b) == (40, 2):\n        assert a < 40, 'mine'\n    return a + b\n",
+        "def add(a, b):\n    return helper(a, b)\n\ndef helper(a, b):\n"
+        "    return {}[(a, b)] if a == 40 else a + b\n",
+    ],
+    ids=["zero-division", "learner-assert", "key-error-deeper"],
+)
+def test_an_exception_of_the_learners_code_trips_no_gate(repo: KataRepo, add: str) -> None:
+    """An honest mistake that raises fails the gate test (no points for it), but the task is not
+    capped and the learner reads the exception, not the gate's sentence."""
+    gated_kata(repo, stub=add + "\ndef mul(a, b):\n    return a * b\n")
+    result = repo.pytester.runpytest("katas")
+    out = result.stdout.str()
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] == FAILED and re.fullmatch(r"\w+Error in calc\.py:\d+", gate["raised"])
+    assert task["gate_reasons"] == [] and task["earned"] == pytest.approx(20 / 3, abs=0.25)
+    assert SENTENCE not in out and "gate of task" not in out, out
+
+
+def test_sources_that_do_not_load_trip_no_gate(repo: KataRepo) -> None:
+    gated_kata(repo, stub="def add(a, b):\n    return a +\n")
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] in (FAILED, ERROR) and "do not load" in gate["raised"], gate
+    assert task["gate_reasons"] == []
 
 
 def test_reference_passes_its_gates(repo: KataRepo) -> None:
