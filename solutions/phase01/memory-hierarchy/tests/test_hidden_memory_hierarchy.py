@@ -27,7 +27,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, seeded
 
 KiB, MiB = 1 << 10, 1 << 20
 MB_OK = 0
@@ -42,7 +42,10 @@ def chase_successors(lib: Any, bench: Any, n: int, stride: int, seed: int) -> li
     """next[i] for the cycle chase_link writes over n slots."""
     with bench.Buffer(n * stride * 8, lib.ffi) as buf:
         slots = lib.ffi.cast("void **", buf.ptr)
-        assert bench.started(lib.chase_link(slots, n, stride, seed), "chase_link") == MB_OK
+        status = bench.started(lib.chase_link(slots, n, stride, seed), "chase_link")
+        assert status == MB_OK, (
+            f"chase_link(slots, n={n}, stride={stride}, seed={seed}) returned {status}, not MB_OK"
+        )
         words = buf.words()
         return [(int(words[i * stride]) - buf.address) // (8 * stride) for i in range(n)]
 
@@ -126,7 +129,7 @@ def fresh(module: types.ModuleType) -> types.ModuleType:
     patched): a value read from the machine at import time is read again."""
     name = f"{module.__package__}._fresh_{module.__name__.rpartition('.')[2]}"
     spec = importlib.util.spec_from_file_location(name, module.__file__)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None and spec.loader is not None, f"cannot load {module.__file__} again"
     copy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(copy)
     return copy
@@ -163,7 +166,9 @@ def flush_sweep(
         ([100, 9, 8, 8, 8, 30, 8], 16),  # ... and early, with a slow hit
     ],
 )
-@pytest.mark.kata_gate("line_size is fooled by one slow measurement: it does not split the sweep")
+@pytest.mark.kata_gate(
+    "line_size gives the wrong line on flush sweeps with one slow measurement at either end"
+)
 def test_line_size_splits_where_each_side_is_flattest(
     sweeps: Any, costs: list[float], want: int
 ) -> None:
@@ -176,7 +181,10 @@ def test_line_size_splits_where_each_side_is_flattest(
 
 @hidden_settings(max_examples=60)
 @given(data=st.data(), n=st.integers(2, 10), outlier=st.booleans())
-@pytest.mark.kata_gate("line_size does not find the step in the sweep it is given")
+@pytest.mark.kata_gate(
+    "line_size misses the step of random flush sweeps (16- to 512-byte steps, random offsets, "
+    "noise, an outlier in half of them)"
+)
 def test_line_size_finds_the_step_anywhere(
     sweeps: Any, data: st.DataObject, n: int, outlier: bool
 ) -> None:
@@ -190,13 +198,16 @@ def test_line_size_finds_the_step_anywhere(
     assert sweeps.line_size(offsets, costs) == offsets[step], f"line_size({offsets}, {costs})"
 
 
-@pytest.mark.kata_gate("line_size reads the machine's description instead of the sweep")
+@pytest.mark.kata_gate(
+    "line_size's answer does not follow its sweep: sweeps of machines with 32-, 128- and "
+    "256-byte lines, called with this machine's description hidden, get another line"
+)
 def test_line_size_reads_only_its_sweep(sweeps: Any) -> None:
     """Shortcut: line_size returns coherency_line_size from sysfs (or sysconf, getconf, lscpu),
     at call time or once at import. Sweeps of machines with 32-, 128- and 256-byte lines go to a
     fresh copy of sweeps.py, imported and called while the machine's description is hidden."""
     offsets = [8, 16, 32, 64, 128, 256, 512]
-    rng = random.Random(2024)
+    rng = random.Random(seeded("line_size other machines"))
     with machine_description_hidden():
         copy = fresh(sweeps)
         for line in (128, 32, 256, 128):
@@ -217,7 +228,10 @@ def step_of(costs: list[float]) -> int:
 
 
 @pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
-@pytest.mark.kata_gate("flush_lines does not evict the line of the byte it is given")
+@pytest.mark.kata_gate(
+    "flush_lines(offset) does not evict the line holding byte `offset`: with chunks starting "
+    "half a line into a line, the measured step does not move to half the aligned one"
+)
 def test_line_size_flush_lines_evicts_the_line_of_the_byte(lib: Any, bench: Any) -> None:
     """Shortcut: flush_lines evicts the chunk's first line whenever `offset` is below the line
     size it knows (hard-coded 64, or sysconf's), which fakes the step the public test wants. With
@@ -247,10 +261,12 @@ def test_capacities_levels_knee_is_measured_from_the_plateau_start(sweeps: Any) 
     Level = sweeps.Level
     sizes = [k * 8 * KiB for k in range(1, 9)]
     lat = [1.0, 1.0, 1.3, 1.69, 2.2, 2.86, 3.7, 3.7]
-    assert sweeps.cache_levels(sizes, lat) == [
-        Level(24 * KiB, 1.0, 32 * KiB),
-        Level(64 * KiB, 3.7, None),
-    ]
+    got = sweeps.cache_levels(sizes, lat)
+    want = [Level(24 * KiB, 1.0, 32 * KiB), Level(64 * KiB, 3.7, None)]
+    assert got == want, (
+        f"cache_levels on a sweep whose latency climbs 1.3x per point ({lat}) gave {got}, "
+        f"expected {want}: a knee is measured from the start of the plateau, not the point before"
+    )
 
 
 @st.composite
@@ -287,7 +303,10 @@ def stepped_sweep(draw: Any) -> tuple[list[int], list[float], list[tuple[int, fl
 
 @hidden_settings(max_examples=80)
 @given(sweep=stepped_sweep())
-@pytest.mark.kata_gate("cache_levels does not find the plateaus in the sweep it is given")
+@pytest.mark.kata_gate(
+    "cache_levels misses the plateaus of random stepped sweeps (1-4 levels, random sizes and "
+    "latencies, noise, a point halfway up a jump, an outlier inside a plateau)"
+)
 def test_capacities_levels_of_random_stepped_sweeps(sweeps: Any, sweep: Any) -> None:
     """Shortcuts: a first level hard-coded at 32 KiB, levels tied to the public sweeps' shape (a
     knee at the first point, always three levels), or levels read from sysfs; and one slow
@@ -303,8 +322,8 @@ def test_capacities_levels_of_random_stepped_sweeps(sweeps: Any, sweep: Any) -> 
 def machine_sweep(l1: int, l2: int, l3: int | None) -> tuple[list[int], list[float]]:
     """The latency sweep, 4 KiB to 256 MiB two points per octave, of a machine with these cache
     sizes: 1.2 ns in L1, 4.5 in L2, 15 in L3, 95 in memory, one point halfway (by ratio) after
-    each knee, +-3% noise from a fixed seed."""
-    rng = random.Random(l1 + l2)
+    each knee, +-3% noise drawn from the run seed."""
+    rng = random.Random(seeded(f"machine sweep {l1} {l2} {l3}"))
     sizes = [s for k in range(12, 29) for s in (1 << k, 3 << (k - 1)) if s <= 256 << 20]
     bounds = [(l1, 1.2), (l2, 4.5)] + ([(l3, 15.0)] if l3 else []) + [(1 << 40, 95.0)]
     lat, prev = [], None
@@ -327,7 +346,10 @@ def machine_sweep(l1: int, l2: int, l3: int | None) -> tuple[list[int], list[flo
         (64 * KiB, 1280 * KiB, 30 * MiB),  # Ice Lake server: an L2 between two sweep points
     ],
 )
-@pytest.mark.kata_gate("cache_levels reads the machine's description instead of the sweep")
+@pytest.mark.kata_gate(
+    "cache_levels' levels do not follow its sweep: sweeps of machines unlike this one, called "
+    "with this machine's description hidden, get levels whose sizes miss those machines' caches"
+)
 def test_capacities_levels_of_other_machines(sweeps: Any, l1: int, l2: int, l3: int | None) -> None:
     """Shortcut: cache_levels builds its levels from sysfs (or sysconf, lscpu), at call time or at
     import, and uses the sweep only for the latencies. Sweeps of machines unlike this one go to
@@ -397,9 +419,18 @@ def test_roofline_arithmetic_at_any_scale(roofline: Any, peak: float, bw: float,
     ridge rounded to a whole number of FLOP/byte, or a constant; roofs checked at any scale."""
     ridge = roofline.ridge_point(peak, bw)
     assert ridge == pytest.approx(peak / bw, rel=1e-12), f"ridge_point({peak:g}, {bw:g})"
-    assert roofline.attainable(ai, peak, bw) == pytest.approx(min(peak, ai * bw), rel=1e-12)
-    assert roofline.attainable(ridge, peak, bw) == pytest.approx(peak, rel=1e-12)
-    assert roofline.bound(ai, peak, bw) == ("memory" if ai < peak / bw else "compute")
+    got = roofline.attainable(ai, peak, bw)
+    assert got == pytest.approx(min(peak, ai * bw), rel=1e-12), (
+        f"attainable({ai:g}, {peak:g}, {bw:g}) = {got:g}, expected min(peak, ai x bw) = "
+        f"{min(peak, ai * bw):g}"
+    )
+    got = roofline.attainable(ridge, peak, bw)
+    assert got == pytest.approx(peak, rel=1e-12), (
+        f"attainable(ridge_point, {peak:g}, {bw:g}) = {got:g}, expected the peak {peak:g}"
+    )
+    want = "memory" if ai < peak / bw else "compute"
+    got = roofline.bound(ai, peak, bw)
+    assert got == want, f"bound({ai:g}, {peak:g}, {bw:g}) = {got!r}, expected {want!r}"
 
 
 def test_roofline_place_a_memory_bound_kernel(roofline: Any) -> None:
@@ -409,10 +440,28 @@ def test_roofline_place_a_memory_bound_kernel(roofline: Any) -> None:
     peak, bw = 200e9, 25e9  # ridge at 8 FLOP/byte
     k = roofline.Kernel("triad", flops=2e8, bytes=3.2e9, seconds=0.16)  # 1/16 FLOP/B, 1.25 GFLOP/s
     p = roofline.place(k, peak, bw)
-    assert p.ai == pytest.approx(1 / 16)
-    assert p.bound == "memory"
+    assert p.ai == pytest.approx(1 / 16), f"place(triad).ai = {p.ai}, expected 1/16 FLOP/byte"
+    assert p.bound == "memory", f"place(triad).bound = {p.bound!r}, expected 'memory'"
     assert p.attainable == pytest.approx(bw / 16), "the roof above a memory-bound kernel"
     assert p.efficiency == pytest.approx(1.25e9 / (bw / 16)), "achieved / its own roof"
+    rng = random.Random(seeded("roofline place"))
+    for _ in range(8):  # machines and kernels drawn fresh each run, either side of the ridge
+        peak, bw = 10 ** rng.uniform(9, 14), 10 ** rng.uniform(9, 12)
+        ai = peak / bw * 10 ** rng.uniform(-3, 3)
+        roof = min(peak, ai * bw)
+        achieved = roof * rng.uniform(0.01, 1.0)
+        k = roofline.Kernel("k", flops=achieved * 2.0, bytes=achieved * 2.0 / ai, seconds=2.0)
+        p = roofline.place(k, peak, bw)
+        where = f"place(Kernel(ai={ai:.3g} FLOP/B, {achieved:.3g} FLOP/s), {peak:.3g}, {bw:.3g})"
+        assert p.attainable == pytest.approx(roof), (
+            f"{where}.attainable = {p.attainable:.4g}, expected {roof:.4g}"
+        )
+        assert p.efficiency == pytest.approx(achieved / roof), (
+            f"{where}.efficiency = {p.efficiency:.4g}, expected achieved / its own roof = "
+            f"{achieved / roof:.4g}"
+        )
+        want = "memory" if ai < peak / bw else "compute"
+        assert p.bound == want, f"{where}.bound = {p.bound!r}, expected {want!r}"
 
 
 def svg_geometry(svg: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]], Any]:
@@ -450,7 +499,10 @@ def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
         achieved = min(peak, ai * bw) * 10.0**le
         kernels.append(roofline.Kernel(f"k{i}", flops=achieved, bytes=achieved / ai, seconds=1.0))
     roof, dots, root = svg_geometry(roofline.roofline_svg(peak, bw, kernels))
-    assert len(roof) == 3 and len(dots) == len(kernels)
+    assert len(roof) == 3 and len(dots) == len(kernels), (
+        f"roofline_svg drew {len(roof)} roof vertices and {len(dots)} kernel dots, expected 3 "
+        f"and {len(kernels)}"
+    )
     width, height = float(root.get("width", 0)), float(root.get("height", 0))
     named = [("the ridge vertex", roof[1]), *zip((k.name for k in kernels), dots, strict=True)]
     for what, (x, y) in named:
@@ -497,5 +549,8 @@ def test_roofline_svg_escapes_kernel_names(roofline: Any) -> None:
     title = next(c for c in root.iter(f"{SVG}circle") if "kernel" in c.get("class", "")).find(
         f"{SVG}title"
     )
-    assert title is not None and (title.text or "").startswith(name)
-    assert len(dots) == 1
+    text = title.text if title is not None else None
+    assert text is not None and text.startswith(name), (
+        f"roofline_svg: the kernel's <title> is {text!r}, expected it to start with {name!r}"
+    )
+    assert len(dots) == 1, f"roofline_svg drew {len(dots)} kernel dots for one kernel"

@@ -2,7 +2,7 @@
 (validated against NVIDIA's cuda_occupancy.h in harness/tests/test_cuda_static.py), the
 predictions' reasons, and block-size tuning against brute force and cuda_occupancy.h itself.
 
-Examples are derandomized, so a grade never depends on luck.
+Examples are drawn from the run seed (fresh each run; --kata-seed reproduces them).
 """
 
 from __future__ import annotations
@@ -50,8 +50,13 @@ def test_calculator_any_launch(occ, arch, threads, regs, smem):
     a missing 255-register or 1024-thread cap."""
     blocks, limits = _truth(arch, threads, regs, smem)
     got = occ.block_limits(arch, threads, regs, smem)
-    assert dict(got) == limits, (arch, threads, regs, smem)
-    assert occ.occupancy(arch, threads, regs, smem).active_blocks_per_sm == blocks
+    shape = (arch, threads, regs, smem)
+    assert dict(got) == limits, f"block_limits{shape} = {dict(got)}, expected {limits}"
+    active = occ.occupancy(arch, threads, regs, smem).active_blocks_per_sm
+    assert active == blocks, (
+        f"occupancy{shape}.active_blocks_per_sm = {active}, expected {blocks} (the smallest of "
+        f"the block limits {limits})"
+    )
 
 
 @pytest.mark.parametrize(
@@ -72,7 +77,11 @@ def test_calculator_shared_memory_rules(occ, arch, threads, regs, smem):
     shortcuts land on a different block count."""
     blocks, limits = _truth(arch, threads, regs, smem)
     got = occ.block_limits(arch, threads, regs, smem)
-    assert got["shared_memory"] == limits["shared_memory"], (arch, smem)
+    assert got["shared_memory"] == limits["shared_memory"], (
+        f"block_limits({arch!r}, {threads}, {regs}, {smem})['shared_memory'] = "
+        f"{got['shared_memory']}, expected {limits['shared_memory']} (the per-block reservation "
+        "and the allocation unit of this architecture)"
+    )
 
 
 # What the harness uses to grade, which a submission must not call: its occupancy calculator, its
@@ -81,20 +90,26 @@ ORACLES = ("harness.cuda", "harness.native", "harness.toolchain")
 
 
 @pytest.mark.kata_gate(
-    "block_limits calls the harness's occupancy calculator (harness.cuda.static) instead of "
-    "applying the four limits itself"
+    "block_limits' or occupancy's answers come from calls into the grader's occupancy "
+    "calculator (harness.cuda.static), not from the four limits computed in occupancy.py"
 )
-def test_calculator_computes_the_limits_itself(occ):
+def test_calculator_computes_the_limits_itself(occ, kata_random):
     """Catches: block_limits/occupancy returning harness.cuda.static.occupancy's answer (right
     numbers, nothing learned); the module is loaded again under the watch, so a table computed
-    with the harness when it loads is seen too."""
-    shapes = [("sm_80", 128, 37, 0), ("sm_90", 256, 22, 57472), ("sm_75", 64, 0, 0)]
+    with the harness when it loads is seen too. Shapes drawn fresh each run."""
+    shapes = [("sm_80", 128, 37, 0), ("sm_90", 256, 22, 57472), ("sm_75", 64, 0, 0)] + [
+        (kata_random.choice(ARCHS), kata_random.randint(1, 1024), kata_random.randint(0, 255),
+         kata_random.choice([0, kata_random.randint(0, 100 * KIB)]))
+        for _ in range(5)
+    ]  # fmt: skip
     with watch_calls(*ORACLES) as log:
         mine = fresh_module(occ)
         got = [mine.block_limits(*shape) for shape in shapes]
         [mine.occupancy(*shape) for shape in shapes]
-    assert not log, f"the calculator called {log}"
-    assert [dict(g) for g in got] == [_truth(*shape)[1] for shape in shapes]
+    assert not log, f"block_limits/occupancy called {log} (on shapes such as {shapes[0]})"
+    for shape, g in zip(shapes, got, strict=True):
+        want = _truth(*shape)[1]
+        assert dict(g) == want, f"block_limits{shape} = {dict(g)}, expected {want}"
 
 
 # --------------------------------------------------------------------------- predict
@@ -115,12 +130,12 @@ def test_predict_limiters(kata, ptxas):
         want = {f for f in truth.limiting_factors if f in RESOURCES}
         if set(predicted[name]["limiters"]) != want:
             wrong.append(name)
-    assert not wrong, "limiting resources wrong for: " + ", ".join(wrong)
+    assert not wrong, "launches(): the limiting resources are wrong for: " + ", ".join(wrong)
 
 
 @pytest.mark.kata_gate(
-    "the predictions run ptxas (or the harness's calculator) when asked instead of predicting "
-    "the kernels' registers, shared memory and occupancy"
+    "resources() or launches() run ptxas or call the grader's calculator (harness.cuda, "
+    "harness.native, harness.toolchain, or another program) to produce their answers"
 )
 def test_predict_without_running_ptxas(kata):
     """Catches: resources() compiling kernels.cu with ptxas (through the harness or a
@@ -131,7 +146,7 @@ def test_predict_without_running_ptxas(kata):
         mine = fresh_module(predictions)
         mine.resources()
         mine.launches()
-    assert not log, f"predictions.py called {log}"
+    assert not log, f"predictions.py: resources()/launches() called {log}"
 
 
 # --------------------------------------------------------------------------- tune
@@ -179,21 +194,32 @@ def test_tune_against_brute_force(tune, specs, device, regs, static_smem, dynami
     once instead of per candidate; rounding a block_size_limit like 100 down to 96."""
     want = _brute_force(specs, device, regs, static_smem, dynamic, limit)
     got = tune.max_potential_block_size(device, regs, static_smem, dynamic, limit)
-    assert tuple(got) == want, (device, regs, static_smem, dynamic, limit)
+    assert tuple(got) == want, (
+        f"max_potential_block_size({device!r}, {regs}, {static_smem}, {dynamic!r}, {limit}) = "
+        f"{tuple(got)}, expected (min grid, block) = {want}: the block with the most resident "
+        "threads, the larger block on a tie"
+    )
 
 
 @pytest.mark.kata_gate(
-    "the block-size search calls the harness's occupancy calculator (harness.cuda.static) "
-    "instead of your own from occupancy.py"
+    "max_potential_block_size's answers come from calls into the grader's occupancy "
+    "calculator (harness.cuda.static), not from the calculator in occupancy.py"
 )
-def test_tune_uses_your_own_calculator(tune):
+def test_tune_uses_your_own_calculator(tune, specs, kata_random):
     """Catches: max_potential_block_size importing harness.cuda.static.occupancy (right answers
-    even where your calculator is wrong: the search is the task, the calculator is yours)."""
+    even where your calculator is wrong: the search is the task, the calculator is yours).
+    Kernels drawn fresh each run."""
+    cases = [("H200", 56)] + [
+        (kata_random.choice(["T4", "A100", "A10", "L4", "H200"]), kata_random.randint(1, 255))
+        for _ in range(4)
+    ]
     with watch_calls(*ORACLES) as log:
         mine = fresh_module(tune)
-        got = mine.max_potential_block_size("H200", 56)
+        got = [tuple(mine.max_potential_block_size(device, regs)) for device, regs in cases]
     assert not log, f"tune.py called {log}"
-    assert tuple(got) == (2 * 132, 576)
+    for (device, regs), g in zip(cases, got, strict=True):
+        want = _brute_force(specs, device, regs, 0, 0, 1024)
+        assert g == want, f"max_potential_block_size({device!r}, {regs}) = {g}, expected {want}"
 
 
 # NVIDIA's own search, compiled from cuda_occupancy.h (a host-only header) with g++.
@@ -283,6 +309,11 @@ def test_tune_agrees_with_cuda_occupancy_h(tune, specs):
                     got = tune.max_potential_block_size(
                         name, regs, 0, PerThread(base, per_thread), limit
                     )
-                    assert tuple(got) == (min_grid[0], block), (name, regs, base, per_thread)
+                    want = (min_grid[0], block)
+                    assert tuple(got) == want, (
+                        f"max_potential_block_size({name!r}, {regs}, 0, "
+                        f"PerThread({base}, {per_thread}), {limit}) = {tuple(got)}, but "
+                        f"cudaOccMaxPotentialOccupancyBlockSize says {want}"
+                    )
                     checked += 1
-    assert checked == len(specs.DEVICES) * 7 * 5 * 3
+    assert checked == len(specs.DEVICES) * 7 * 5 * 3, f"only {checked} kernels were compared"

@@ -214,8 +214,8 @@ ptxas info    : Used 31 registers, 4224 bytes smem, 368 bytes cmem[0]
 
 
 @pytest.mark.kata_gate(
-    "parse_ptxas or demangle hands its input to the harness's own ptxas parser or demangler "
-    "(harness.cuda.static) instead of parsing it"
+    "parse_ptxas' or demangle's answers come from calls into the grader's ptxas parser or "
+    "demangler (harness.cuda.static), not from parsing the text"
 )
 def test_resources_hidden_parsed_not_delegated(resources):
     """Shortcut: parse_ptxas returning harness.cuda.static.parse_ptxas_verbose's answer and
@@ -448,8 +448,8 @@ DUMP = """
 
 
 @pytest.mark.kata_gate(
-    "parse_sass or classify hands its input to the harness's own SASS parser or classifier "
-    "(harness.cuda.static) instead of reading cuobjdump's text and sorting the opcodes"
+    "parse_sass' or classify's answers come from calls into the grader's SASS parser or "
+    "classifier (harness.cuda.static), not from reading cuobjdump's text"
 )
 def test_sass_hidden_classified_not_delegated(sass):
     """Shortcut: classify returning harness.cuda.static.classify_sass's class, parse_sass
@@ -599,7 +599,8 @@ def other_truth(tc, other_cu) -> dict:
 
 
 @pytest.mark.kata_gate(
-    "answers() are typed in for questions.cu, not measured: they are wrong for another source"
+    "answers(source) are wrong for a source other than questions.cu (kernels the task has not "
+    "shown, measured with the real tools)"
 )
 @pytest.mark.parametrize(
     "key",
