@@ -22,8 +22,9 @@ def sizes(draw):
 
 
 @pytest.mark.kata_gate(
-    "chunk_bounds(n, n_chunks) on random sizes: the chunks do not cover range(n) in order with "
-    "sizes differing by at most one, the longer chunks first"
+    "chunk_bounds or plan on random sizes: the chunks do not cover range(n) in order in sizes "
+    "differing by at most one (longer first), or chunk i's h2d, kernel, d2h are not on stream "
+    "i % n_streams"
 )
 @SETTINGS
 @given(size=sizes())
