@@ -57,8 +57,10 @@ class BlockManager:
 
         Task "prefix": look the prompt's full blocks up in the cache in order and stop at the
         first miss; never look up the block holding the last prompt token (the model must
-        compute at least that token to produce the first output). Every full block you write
-        goes into the cache (unless the cache already holds its hash)."""
+        compute at least that token to produce the first output). A hash is not the tokens:
+        Python's hash collides (hash(2**61 - 1) == hash(0)), so a hit counts only if the cached
+        block holds this block's tokens (gpu.read it), or else it is a miss. Every full block
+        you write goes into the cache (unless the cache already holds its hash)."""
         todo("add_sequence")
 
     def append_token(self, seq_id: int, token: int) -> None:

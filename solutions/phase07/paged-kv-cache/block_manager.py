@@ -114,9 +114,11 @@ class BlockManager:
         hits: list[int] = []
         if self.prefix_caching:
             # The last prompt token is always computed (its logits give the first output).
-            for h in hashes[: (len(tokens) - 1) // bs]:
+            for i, h in enumerate(hashes[: (len(tokens) - 1) // bs]):
                 block = self._cache.get(h)
-                if block is None:
+                # Python's hash collides (hash(2**61 - 1) == hash(0)): a hit compares the
+                # block's tokens, and the earlier blocks were compared before it.
+                if block is None or self.gpu.read(block) != tokens[i * bs : (i + 1) * bs]:
                     break
                 hits.append(block)
         needed = -(-len(tokens) // bs) - len(hits)

@@ -632,3 +632,181 @@ def test_prefix_hot_prefix_survives_cold_prompts(bm: Any, kv_store: Any) -> None
         m.add_sequence(sid + 1, [cold * 3 + 20 + i // 2 for i in range(5)])
         m.free(sid + 1)
         sid += 2
+
+
+# --------------------------------------------------------------------------- prefix: colliding hashes
+M61 = 2**61 - 1  # hash(k * M61 + v) == hash(v) for ints: tuples of such tokens hash alike
+
+
+@pytest.mark.kata_gate(
+    "a prefix-cache hit shares a block whose tokens differ from the prompt's (tokens with"
+    " equal builtin hashes, random runs drawn at this run)"
+)
+def test_prefix_colliding_hashes_are_not_hits(bm: Any, kv_store: Any, kata_random: Any) -> None:
+    gpu = kv_store.KVPool(16, 4, "gpu")
+    m = bm.BlockManager(gpu, None, prefix_caching=True)
+    m.add_sequence(0, [0, 1, 2, 3, 9])
+    got = m.add_sequence(1, [M61, 1, 2, 3, 9])
+    assert got == 0 and read_back(m, gpu, 1) == [M61, 1, 2, 3, 9], (
+        f"add_sequence([2**61-1, 1, 2, 3, 9]) after [0, 1, 2, 3, 9] (equal builtin hashes) served"
+        f" {got} tokens and reads back {read_back(m, gpu, 1)}: a hit must hold the same tokens"
+    )
+    hits = 0
+    for _ in range(25):  # the random runs of the cache model, every token a random alias
+        ops = []
+        for op in random_ops(kata_random):
+            if op[0] == "add":
+                op = ("add", op[1], [v + M61 * kata_random.randrange(2) for v in op[2]])
+            elif op[0] == "append":
+                op = ("append", op[1], op[2] + M61 * kata_random.randrange(2))
+            ops.append(op)
+        gpu = kv_store.KVPool(20, 2, "gpu")
+        m = bm.BlockManager(gpu, None, prefix_caching=True)
+        tokens: dict[int, list[int]] = {}  # a hit may serve only blocks holding these tokens
+        for step, op in enumerate(ops):
+            where = f"step {step} of {ops[: step + 1]}"
+            if op[0] == "add":
+                hits += m.add_sequence(op[1], op[2]) > 0
+                tokens[op[1]] = list(op[2])
+            elif op[0] == "append":
+                m.append_token(op[1], op[2])
+                tokens[op[1]].append(op[2])
+            else:
+                m.free(op[1])
+                del tokens[op[1]]
+                continue
+            back = read_back(m, gpu, op[1])
+            assert back == tokens[op[1]], (
+                f"sequence {op[1]} reads back {back}, not its tokens {tokens[op[1]]}: a"
+                f" prefix-cache hit served another prompt's block (tokens with equal builtin"
+                f" hashes; {where})"
+            )
+    assert hits > 0, "test data: no random run with colliding tokens has a prefix-cache hit"
+
+
+# --------------------------------------------------------------------------- fork / swap: the KV moves
+def marked(pool: Any, table: list[int], n: int) -> list[int]:
+    """Overwrite the KV of a sequence's first n slots with markers (-1000 - position): the pool
+    is the truth now, so a copy or transfer carries the markers and a recompute does not."""
+    bs = pool.block_size
+    for i, block in enumerate(table):
+        k = min(bs, n - i * bs)
+        pool.write(block, 0, [-1000 - (i * bs + j) for j in range(k)])
+    return [-1000 - p for p in range(n)]
+
+
+@pytest.mark.kata_gate(
+    "copy-on-write rebuilds the shared block instead of copying what the pool holds (random"
+    " prompts and forks)"
+)
+def test_fork_copy_on_write_copies_the_pools_kv(bm: Any, kv_store: Any, kata_random: Any) -> None:
+    for _ in range(20):
+        bs = kata_random.choice([2, 3, 4, 8])
+        n = kata_random.randrange(1, 6 * bs)
+        if n % bs == 0:
+            n += 1  # a partly filled last block: the append copies it
+        gpu = kv_store.KVPool(40, bs, "gpu")
+        m = bm.BlockManager(gpu, None, prefix_caching=False)
+        m.add_sequence(0, [kata_random.randrange(100) for _ in range(n)])
+        m.fork(0, 1)
+        kv = marked(gpu, m.block_table(0), n)
+        m.append_token(1, 7)
+        assert gpu.copies == 1, (
+            f"append_token to a fork of a {n}-token sequence (block {bs}): gpu.copies is"
+            f" {gpu.copies}, not 1"
+        )
+        assert read_back(m, gpu, 1) == kv + [7] and read_back(m, gpu, 0) == kv, (
+            f"append_token to a fork (n={n}, block {bs}): the child reads back"
+            f" {read_back(m, gpu, 1)}, the parent {read_back(m, gpu, 0)}; copy-on-write must"
+            f" copy the pool's KV {kv} (+ [7] for the child)"
+        )
+
+
+@pytest.mark.kata_gate(
+    "swap_out rebuilds the cpu copy instead of transferring what the gpu holds (random prompts)"
+)
+def test_swap_out_transfers_the_pools_kv(bm: Any, kv_store: Any, kata_random: Any) -> None:
+    for _ in range(20):
+        bs = kata_random.choice([2, 3, 4, 8])
+        n = kata_random.randrange(1, 6 * bs)
+        gpu, cpu = kv_store.KVPool(12, bs, "gpu"), kv_store.KVPool(8, bs, "cpu")
+        m = bm.BlockManager(gpu, cpu, prefix_caching=False)
+        m.add_sequence(0, [kata_random.randrange(100) for _ in range(n)])
+        kv = marked(gpu, m.block_table(0), n)
+        gw = gpu.writes
+        m.swap_out(0)
+        on_cpu = read_back(m, cpu, 0)
+        assert on_cpu == kv, (
+            f"swap_out of a {n}-token sequence (block {bs}): the cpu blocks hold {on_cpu}, not"
+            f" the gpu's KV {kv}"
+        )
+        kv2 = marked(cpu, m.block_table(0), n)
+        cw = cpu.writes
+        m.swap_in(0)
+        assert read_back(m, gpu, 0) == kv2 and gpu.writes == gw and cpu.writes == cw, (
+            f"swap_out then swap_in (n={n}, block {bs}): reads back {read_back(m, gpu, 0)}, not"
+            f" the cpu's KV {kv2}, or wrote KV (gpu writes {gpu.writes - gw}, cpu"
+            f" {cpu.writes - cw}): the KV must be transferred"
+        )
+
+
+@pytest.mark.kata_gate(
+    "after swap_in a later prompt with the swapped sequence's prefix misses (its full blocks"
+    " are not back in the prefix cache)"
+)
+def test_swap_in_puts_full_blocks_back_in_the_cache(
+    bm: Any, kv_store: Any, kata_random: Any
+) -> None:
+    for _ in range(20):
+        bs = kata_random.choice([2, 3, 4])
+        full = kata_random.randrange(1, 4)
+        n = full * bs + kata_random.randrange(1, bs + 1)  # `full` full blocks and a partial one
+        need = -(-n // bs)
+        gpu, cpu = kv_store.KVPool(2 * need + 2, bs, "gpu"), kv_store.KVPool(need, bs, "cpu")
+        m = bm.BlockManager(gpu, cpu, prefix_caching=True)
+        prompt = [kata_random.randrange(50) for _ in range(n)]
+        m.add_sequence(0, prompt)
+        m.swap_out(0)
+        m.add_sequence(1, [1000 + i for i in range(gpu.num_blocks * bs)])  # evicts every block
+        m.free(1)
+        m.swap_in(0)
+        got = m.add_sequence(2, prompt[: full * bs] + [-5])
+        assert got == full * bs, (
+            f"add_sequence(the first {full * bs} tokens of a swapped-in prompt + 1) served {got}"
+            f" tokens, not {full * bs} (block {bs}, prompt {prompt}): swap_in must register its"
+            f" full blocks again"
+        )
+
+
+# --------------------------------------------------------------------------- misuse
+@pytest.mark.kata_gate(
+    "fork onto a live sequence id or of a swapped-out parent raises no ValueError"
+)
+def test_fork_misuse_is_a_value_error(bm: Any, kv_store: Any) -> None:
+    gpu, cpu = kv_store.KVPool(8, 2, "gpu"), kv_store.KVPool(8, 2, "cpu")
+    m = bm.BlockManager(gpu, cpu, prefix_caching=False)
+    m.add_sequence(0, [1, 2, 3])
+    m.add_sequence(1, [4, 5, 6])
+    with raises(ValueError, "fork(0, 1) onto the live sequence 1 must be a ValueError"):
+        m.fork(0, 1)
+    with raises(ValueError, "fork(7, 2) of an unknown parent must be a ValueError"):
+        m.fork(7, 2)
+    m.swap_out(1)
+    with raises(ValueError, "fork(1, 2) of a swapped-out parent must be a ValueError"):
+        m.fork(1, 2)
+
+
+@pytest.mark.kata_gate(
+    "swap_out of a swapped-out sequence or swap_in of one on the gpu raises no ValueError"
+)
+def test_swap_misuse_is_a_value_error(bm: Any, kv_store: Any) -> None:
+    gpu, cpu = kv_store.KVPool(8, 2, "gpu"), kv_store.KVPool(8, 2, "cpu")
+    m = bm.BlockManager(gpu, cpu, prefix_caching=False)
+    m.add_sequence(0, [1, 2, 3])
+    with raises(ValueError, "swap_in(0) of a sequence on the gpu must be a ValueError"):
+        m.swap_in(0)
+    m.swap_out(0)
+    with raises(ValueError, "swap_out(0) of a swapped-out sequence must be a ValueError"):
+        m.swap_out(0)
+    with raises(ValueError, "swap_out(9) of an unknown sequence must be a ValueError"):
+        m.swap_out(9)
