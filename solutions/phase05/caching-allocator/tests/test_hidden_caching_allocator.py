@@ -62,6 +62,38 @@ def test_sizes_any_size(lib: Any, alloc: Any, size: int, request: int) -> None:
     )
 
 
+@pytest.mark.kata_gate(
+    "should_split disagrees with section 1's two rules (a small block splits when at least 512 "
+    "bytes remain, a large one when more than 1 MiB remains) on sizes around both thresholds"
+)
+def test_sizes_should_split_around_both_thresholds(lib: Any, alloc: Any) -> None:
+    """should_split(block, rounded) for requests on both sides of 1 MiB and rests on both sides
+    of 512 bytes and of 1 MiB: the exact boundaries, then fresh random ones from the run seed."""
+    rng = random_for()
+    cases = [
+        (rounded, rest)
+        for rounded in (512, MiB - 512, MiB, MiB + 512, 2 * MiB, 10 * MiB)
+        for rest in (0, 512 - 1, 512, 512 + 1, 1024, MiB - 512, MiB - 1, MiB, MiB + 1, MiB + 512)
+    ]
+    for _ in range(300):
+        rounded = rng.choice(
+            [
+                512 * rng.randint(1, MiB // 512),  # small
+                MiB + 512 * rng.randint(1, 40_000),  # large
+                MiB + rng.choice((-512, 0, 512)),  # on the small/large threshold
+            ]
+        )
+        rest = rng.choice([512, MiB]) + 512 * rng.randint(-2, 2) + rng.choice((0, 0, -1, 1))
+        cases.append((rounded, max(0, rest)))
+    for rounded, rest in cases:
+        want = rest >= 512 if rounded <= MiB else rest > MiB
+        got = alloc.sizes(lib, rounded + rest, rounded).split
+        assert got == want, (
+            f"should_split({rounded + rest}, {rounded}): a {'small' if rounded <= MiB else 'large'} "
+            f"request with {rest} bytes remaining gives {got}, expected {want}"
+        )
+
+
 # --------------------------------------------------------------------------- pools
 @pytest.mark.kata_gate(
     "malloc does not return the best fit (the smallest free block big enough) among holes of "
@@ -122,6 +154,78 @@ def test_pools_oom_keeps_blocks_in_use(make: Any, alloc: Any) -> None:
     s = a.stats()
     assert s.reserved == 20 * MiB and s.device_frees == 1, "the free small segment went back"
     assert a.malloc(3 * MiB) == p + 5 * MiB, "the in-use segment still serves requests"
+
+
+def cached_state(a: Any, dev: Any, ops: list[tuple[int, int, int, bool]]) -> list[int]:
+    """Run `ops` (size, stream, the stream of a record_stream on launched work or 0, kept): a
+    malloc each, freed at once unless kept; returns the kept pointers."""
+    live = []
+    for size, stream, other, keep in ops:
+        p = a.malloc(size, stream=stream)
+        if other:
+            dev.launch(other)
+            a.record_stream(p, other)
+        if keep:
+            live.append(p)
+        else:
+            a.free(p)
+    return live
+
+
+@pytest.mark.kata_gate(
+    "malloc raises OutOfMemory on a device too full for the request's segment while releasing "
+    "the cache's whole free segments (and retrying) would make room"
+)
+def test_pools_oom_retry_releases_the_cache(make: Any, alloc: Any) -> None:
+    """Fresh random states from the run seed: blocks in use on stream 0, and freed blocks cached
+    on stream 0 (too small for the request) and on stream 1 (another stream), some awaiting the
+    event of a record_stream on launched work; the device has less left than the request's
+    segment, and enough once every whole free segment goes back (section 3)."""
+    rng = random_for()
+    for case in range(25):
+        ops = [(rng.randint(1, 60 * MiB), 1, 0, False)]  # a whole free segment on stream 1
+        for _ in range(rng.randint(0, 8)):
+            keep = rng.random() < 0.3
+            stream = 0 if keep else rng.choice((0, 1))
+            if stream == 0:
+                size = rng.choice((rng.randint(1, MiB), rng.randint(MiB + 1, 10 * MiB - 1)))
+            else:
+                size = rng.randint(1, 60 * MiB)
+            other = rng.choice((2, 3)) if not keep and rng.random() < 0.4 else 0
+            ops.append((size, stream, other, keep))
+        rng.shuffle(ops)
+        probe, probe_dev = make(capacity=1 << 40)
+        cached_state(probe, probe_dev, ops)
+        used = probe_dev.info().used
+        cache = sum(
+            seg.size
+            for seg in probe.snapshot()
+            if all(b.state != alloc.ALLOCATED for b in seg.blocks)
+        )
+        request = 2 * MiB * rng.randint(11, 11 + cache // (2 * MiB))
+        slack = rng.randint(max(0, request - cache), request - 512)
+        a, dev = make(capacity=used + slack)
+        live = cached_state(a, dev, ops)
+        retries = a.stats().alloc_retries
+        what = (
+            f"case {case}: malloc({request // MiB} MiB) on stream 0 with {slack} bytes left on the "
+            f"device and {cache // MiB} MiB of whole free segments cached (state {ops})"
+        )
+        try:
+            p = a.malloc(request)
+        except alloc.OutOfMemory as e:
+            raise AssertionError(
+                f"{what}: raised OutOfMemory; releasing the cache and retrying makes room: {e}"
+            ) from None
+        s = a.stats()
+        assert s.alloc_retries == retries + 1, f"{what}: stats().alloc_retries counts the retry"
+        assert s.reserved == used - cache + request == dev.info().used, (
+            f"{what}: every whole free segment goes back before the retry; reserved "
+            f"{s.reserved}, expected {used - cache + request}"
+        )
+        for q in live + [p]:
+            a.free(q)
+        assert a.stats().allocated == 0, f"{what}: the blocks in use survived the retry"
 
 
 def test_pools_many_small_blocks_in_one_segment(make: Any) -> None:
