@@ -176,7 +176,19 @@ def test_line_size_splits_where_each_side_is_flattest(
     the rule of a cleaner world): one slow measurement at either end moves it, and every public
     sweep still passes. The split with the smallest misfit does not move."""
     offsets = [8, 16, 32, 64, 128, 256, 512]
-    assert sweeps.line_size(offsets, costs) == want, f"line_size({offsets}, {costs})"
+    got = line_size_of(sweeps, offsets, costs, want)
+    assert got == want, f"line_size({offsets}, {costs}) = {got}, expected {want}"
+
+
+def line_size_of(sweeps: Any, offsets: list[int], costs: list[float], want: int) -> int:
+    """line_size on a sweep that does step down at `want`: refusing it (the ValueError meant for
+    a sweep with no step) is a wrong answer on this input, not an honest crash."""
+    try:
+        return sweeps.line_size(offsets, costs)
+    except ValueError as e:
+        raise AssertionError(
+            f"line_size({offsets}, {costs}) refused a sweep that steps down at offset {want}: {e}"
+        ) from None
 
 
 @hidden_settings(max_examples=60)
@@ -195,7 +207,8 @@ def test_line_size_finds_the_step_anywhere(
     offsets = [8 * o for o in offsets]
     step = data.draw(st.integers(1, n - 1), label="step")  # first offset on the fast side
     costs = flush_sweep(random.Random(data.draw(st.integers(0, 2**32))), offsets, step, outlier)
-    assert sweeps.line_size(offsets, costs) == offsets[step], f"line_size({offsets}, {costs})"
+    got = line_size_of(sweeps, offsets, costs, offsets[step])
+    assert got == offsets[step], f"line_size({offsets}, {costs}) = {got}, expected {offsets[step]}"
 
 
 @pytest.mark.kata_gate(
@@ -212,7 +225,7 @@ def test_line_size_reads_only_its_sweep(sweeps: Any) -> None:
         copy = fresh(sweeps)
         for line in (128, 32, 256, 128):
             costs = flush_sweep(rng, offsets, offsets.index(line), outlier=True)
-            got = copy.line_size(offsets, costs)
+            got = line_size_of(copy, offsets, costs, line)
             assert got == line, f"line_size({offsets}, {costs}) = {got}, not {line}"
 
 
