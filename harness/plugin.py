@@ -77,6 +77,7 @@ pytest_plugins = [
 ]
 
 GATE_MARKER = "kata_gate"
+HIDDEN_FAILED = "a hidden test failed"  # what _message says of a hidden failure with no message
 
 
 def _state(config: pytest.Config) -> KataState:
@@ -708,11 +709,7 @@ def _message(excinfo: pytest.ExceptionInfo[BaseException], hidden: bool) -> str:
         if isinstance(excinfo.value, AssertionError):
             text = text.split("\nassert ", 1)[0]
             text = "" if text.startswith("assert ") else text
-        return (
-            f"{type(excinfo.value).__name__}: {text}".rstrip(": ")
-            if text
-            else "a hidden test failed"
-        )
+        return f"{type(excinfo.value).__name__}: {text}".rstrip(": ") if text else HIDDEN_FAILED
     return excinfo.exconly()[:4000]
 
 
@@ -790,6 +787,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             # failure in the terminal, a learner's run the message only.
             secret = info.hidden and _state(item.config).impl == "learner"
             rec.message = _message(call.excinfo, info.hidden)
+            if rec.message == HIDDEN_FAILED:
+                # No message of its own: the test's name says the property, the type what failed.
+                rec.message = f"{item.name} failed ({call.excinfo.typename}, without a message)"
             if info.hidden and not _load_problem(call.excinfo):
                 rec.message += f" ({seeds.reproduce_hint(_state(item.config).seed)})"
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:

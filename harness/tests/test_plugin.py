@@ -51,6 +51,18 @@ def test_hidden_failure_shows_message_but_not_source(repo: KataRepo) -> None:
     assert "secret_operand" not in out, "hidden test source leaked into the output"
 
 
+def test_a_hidden_failure_without_a_message_names_its_test(repo: KataRepo) -> None:
+    """Never only "a hidden test failed": the test's name says the property it checks."""
+    repo.add_demo(
+        stub="def add(a, b):\n    return 5\n\ndef mul(a, b):\n    return a * b\n",
+        hidden="def test_add_big(calc):\n    secret_operand = 41\n"
+        "    assert calc.add(secret_operand, 1) == 42\n",
+    )
+    out = repo.pytester.runpytest("katas").stdout.str()
+    assert "test_add_big failed (AssertionError, without a message)" in out, out
+    assert "secret_operand" not in out, "hidden test source leaked into the output"
+
+
 def test_an_instructor_run_shows_a_hidden_tests_whole_failure(repo: KataRepo) -> None:
     """--kata-impl=solution (or a shortcut) has solutions/ at hand: nothing there is secret."""
     repo.add_demo(solution="def add(a, b):\n    return 5\n\ndef mul(a, b):\n    return a * b\n")
