@@ -826,9 +826,18 @@ def _learner_raised(excinfo: pytest.ExceptionInfo[BaseException], info: KataItem
     if excinfo.errisinstance((KataTimeout, hangs.KnownHang, hangs.Overrun)):
         return ""
     name = type(excinfo.value).__name__
-    if isinstance(excinfo.value, KataLoadError):
+    if isinstance(excinfo.value, KataLoadError) or _is_build_error(excinfo.value):
         return f"{name}: the sources do not load"
     return _raised_in(excinfo.value, {Path(f).name for f in info.manifest.files})
+
+
+def _is_build_error(exc: BaseException) -> bool:
+    """A native build of the learner's sources failed (a compile error: harness.native.build's
+    BuildError, CudaCompileError too); by name, so the plugin imports no build machinery."""
+    return any(
+        c.__name__ == "BuildError" and c.__module__ == "harness.native.build"
+        for c in type(exc).__mro__
+    )
 
 
 def _raised_in(exc: BaseException, learner: set[str]) -> str:

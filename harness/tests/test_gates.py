@@ -209,6 +209,29 @@ def test_sources_that_do_not_load_trip_no_gate(repo: KataRepo) -> None:
     assert task["gate_reasons"] == []
 
 
+def test_a_native_build_that_fails_trips_no_gate(repo: KataRepo) -> None:
+    """A compile error of C, C++, CUDA or Rust sources (harness.native.build.BuildError, raised
+    by the kata's fixture) is sources that do not load: never a gate's property."""
+    gated_kata(repo, stub=REFERENCE)
+    repo.write(
+        "katas/phase01/gated/tests/conftest.py",
+        """
+        import pytest
+        from harness.native.build import BuildError
+
+
+        @pytest.fixture
+        def calc(kata):
+            raise BuildError("calc.c:3: error: expected ';' before '}' token", log="", command=())
+        """,
+    )
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] in (FAILED, ERROR) and "do not load" in gate["raised"], gate
+    assert task["gate_reasons"] == []
+
+
 def test_reference_passes_its_gates(repo: KataRepo) -> None:
     gated_kata(repo)
     result = repo.pytester.runpytest("katas", "--kata-impl=solution")
