@@ -67,7 +67,8 @@ def setups(draw: Any) -> dict[str, Any]:
         mem_bw=draw(st.floats(1e11, 1e13)),
         bf16=draw(st.floats(1e13, 3e15)),
         pcie=draw(st.floats(8e9, 2.6e11)),
-        tp=draw(st.sampled_from([1, 2, 4, 8])),
+        tp=draw(st.sampled_from([1, 2, 3, 4, 5, 6, 8, 12, 16])),  # invalid splits too
+        fp8=draw(st.booleans()),  # a GPU without fp8 Tensor Cores: fp8 must be refused
         dtype=draw(st.sampled_from(["bf16", "fp8"])),
         kv_dtype=draw(st.sampled_from(["bf16", "fp8", "fp32"])),
         fe=draw(st.floats(0.1, 1.0)),
@@ -77,20 +78,28 @@ def setups(draw: Any) -> dict[str, Any]:
 
 
 @pytest.mark.kata_gate(
-    "derive_step_cost disagrees with the roofline formulas on random GPUs and models that are"
-    " not the published ones"
+    "derive_step_cost disagrees with the roofline formulas, or accepts a KV-head split or a"
+    " dtype without Tensor Cores that it must refuse, on random GPUs and models that are not"
+    " the published ones"
 )
 @hidden_settings(max_examples=80)
 @given(s=setups())
 def test_cost_any_gpu_and_model(cost: Any, hardware: Any, s: dict[str, Any]) -> None:
-    gpu = hardware.GPUSpec(
-        "some GPU", 80 * 2**30, s["mem_bw"], {"bf16": s["bf16"], "fp8": 2 * s["bf16"]}, s["pcie"]
-    )
+    flops = {"bf16": s["bf16"], "fp8": 2 * s["bf16"]} if s["fp8"] else {"bf16": s["bf16"]}
+    gpu = hardware.GPUSpec("some GPU", 80 * 2**30, s["mem_bw"], flops, s["pcie"])
     model = hardware.ModelSpec("some model", s["params"], s["layers"], s["kv"], s["head_dim"])
     kw = dict(
         tensor_parallel=s["tp"], dtype=s["dtype"], kv_dtype=s["kv_dtype"],
         flops_efficiency=s["fe"], bandwidth_efficiency=s["be"], overhead_s=s["overhead"],
     )  # fmt: skip
+    if s["dtype"] not in flops:
+        with raises(
+            ValueError,
+            f"derive_step_cost must refuse dtype={s['dtype']} on a GPU whose flops have only"
+            f" {sorted(flops)} (no Tensor Cores for it)",
+        ):
+            cost.derive_step_cost(model, gpu, **kw)
+        return
     if s["kv"] % s["tp"] and s["tp"] % s["kv"]:
         with raises(
             ValueError,
@@ -528,7 +537,7 @@ def random_setup(rng: Any) -> dict[str, Any]:
     return dict(
         rows=rows,
         num_blocks=biggest + rng.randint(0, 4),
-        num_cpu_blocks=rng.choice([0, 8, 16, 16]),
+        num_cpu_blocks=rng.choice([0, 8, 16, 16, rng.randint(1, 4)]),  # small: swaps overrun it
         max_seqs=rng.randint(1, 6),
         budget=budget,
         chunked=chunked,
@@ -592,3 +601,87 @@ def test_preemption_fresh_random_workloads_step_by_step(
         assert n >= len(runs) // 5, (
             f"test data: the rules' runs show a request {what} in only {n} of {len(runs)}"
         )
+
+
+# --------------------------------------------------------------------------- misuse and overtaking
+@pytest.mark.kata_gate(
+    "percentile accepts a q outside [0, 100], or request_metrics a request without output"
+    " tokens (no ValueError), on values drawn at this run"
+)
+def test_metrics_misuse_is_a_value_error(metrics: Any, engine: Any, kata_random: Any) -> None:
+    for _ in range(10):
+        values = [kata_random.uniform(-100, 100) for _ in range(kata_random.randint(1, 20))]
+        qs = (-kata_random.uniform(1e-6, 1), -kata_random.uniform(1, 1000),
+              100 + kata_random.uniform(1e-6, 1000))  # fmt: skip
+        for q in qs:
+            with raises(ValueError, f"percentile(values, q={q}) must refuse q outside [0, 100]"):
+                metrics.percentile(values, q)
+    r = engine.RequestResult(3, 0.5, 10, 0, 0, [])
+    with raises(ValueError, "request_metrics of a request without output tokens must refuse it"):
+        metrics.request_metrics(r)
+
+
+def seq_view(engine: Any, rid: int, prompt: int, max_tokens: int, priority: int) -> Any:
+    return engine.SeqView(rid, rid * 1e-3, prompt, max_tokens, priority, prompt, 0, 0, 0)
+
+
+@pytest.mark.kata_gate(
+    "static batching starts a request after one (in priority order) whose reservation does not"
+    " fit: it overtakes (random waiting queues drawn at this run)"
+)
+def test_static_stops_at_the_first_that_does_not_fit(
+    engine: Any, schedulers: Any, kata_random: Any
+) -> None:
+    bs = 4
+    free = 10
+    big, small = seq_view(engine, 0, 30, 20, 0), seq_view(engine, 1, 3, 1, 0)
+    view = engine.View(0.0, (big, small), (), (), free, 0, free, bs)
+    plan = schedulers.StaticBatcher(4).schedule(view)
+    assert plan.tokens == {}, (
+        f"StaticBatcher(4).schedule: request 0 needs 13 blocks of 10 free, so nothing starts;"
+        f" the plan starts {plan.tokens} (request 1 overtook it)"
+    )
+    overtaken = 0
+    for _ in range(40):
+        n = kata_random.randint(1, 8)
+        waiting = tuple(
+            seq_view(engine, i, kata_random.randint(1, 40), kata_random.randint(1, 30),
+                     kata_random.randrange(2))
+            for i in range(n)
+        )  # fmt: skip
+        free, max_batch = kata_random.randint(0, 30), kata_random.randint(1, 6)
+        view = engine.View(0.0, waiting, (), (), free, 0, 30, bs)
+        want: dict[int, int] = {}
+        left = free
+        for s in sorted(waiting, key=lambda s: (s.priority, s.arrival, s.id)):
+            need = -(-(s.prompt_len + s.max_tokens) // bs)
+            if len(want) == max_batch or need > left:
+                overtaken += any(
+                    -(-(t.prompt_len + t.max_tokens) // bs) <= left
+                    for t in waiting
+                    if t.id not in want and t.id != s.id
+                )
+                break
+            left -= need
+            want[s.id] = s.prompt_len
+        got = dict(schedulers.StaticBatcher(max_batch).schedule(view).tokens)
+        assert got == want, (
+            f"StaticBatcher({max_batch}).schedule with {free} free blocks of {bs}, waiting"
+            f" (id, prompt, max_tokens, priority) {[(s.id, s.prompt_len, s.max_tokens, s.priority) for s in waiting]}:"
+            f" starts {got}; in priority order up to the first that does not fit: {want}"
+        )
+    assert overtaken > 0, "test data: no random queue has a later request that could overtake"
+
+
+@pytest.mark.kata_gate(
+    "swap preemption swaps out more blocks in one step than the cpu has free (two victims, one"
+    " cpu block)"
+)
+def test_preemption_swaps_in_one_step_fit_the_cpu(engine: Any, toy: Any, schedulers: Any) -> None:
+    reqs = [req(engine, i, 0.0, 4, 3, max_tokens=4) for i in range(3)]
+    e = engine.Engine(toy, num_blocks=3, block_size=4, num_cpu_blocks=1)
+    res = e.run(schedulers.ContinuousBatcher(preemption="swap"), reqs)
+    assert all(len(r.token_times) == 3 for r in res.results), (
+        "ContinuousBatcher(preemption='swap') on 3 blocks of 4 and 1 cpu block: every request"
+        " finishes its 3 tokens (a second victim in the step is recomputed: the cpu is full)"
+    )
