@@ -797,3 +797,130 @@ def test_packing_fresh_random_mixes_against_search(packer: Any, gpus: Any, publi
         )
 
     run()
+
+
+# Ten GPUs' worth of 3g + 2g + 2g twice over: the only way onto 2m GPUs is every GPU holding
+# exactly 3g + 2g + 2g (3g + 3g or 2g x 3 on one GPU leaves no room for the other kind). First
+# fit in a random order of the 60 requests reaches that with chance about 5e-5 (0.30, 0.11,
+# 0.04, 0.014, 0.004 for m = 2..6 by 20,000 shuffles, falling ~3x per m), so a few hundred
+# restarts of first fit miss it; decreasing and increasing size miss it always.
+TIGHT_MIXES = [
+    ("A100-SXM4-40GB", "3g.20gb", "2g.10gb"),
+    ("A100-SXM4-80GB", "3g.40gb", "2g.20gb"),
+    ("H100-SXM5-80GB", "3g.40gb", "2g.20gb"),
+]
+
+
+@pytest.mark.kata_gate(
+    "pack() or pack_into() misses the optimum on 60 requests that only one layout per GPU"
+    " packs tightly (3g x 20 + 2g x 40: random-order first fit reaches it with chance ~5e-5)"
+)
+def test_packing_tight_mixes_where_first_fit_restarts_fail(
+    packer: Any, gpus: Any, public: Any, kata_random: Any
+) -> None:
+    m = 10
+    for name, big, small in TIGHT_MIXES:
+        gpu = gpus.GPUS[name]
+        requests = [big] * (2 * m) + [small] * (4 * m)
+        kata_random.shuffle(requests)
+        for order, key in _orders(gpu).items():
+            heur = len(first_fit(gpu, requests, len(requests), key, public.referee))
+            assert heur > 2 * m, (
+                f"test data: first fit ({order}) packs {big} x {2 * m} + {small} x {4 * m} on"
+                f" {name} in {heur} GPUs: the case no longer separates it from the optimum"
+            )
+        layout = packer.pack(gpu, requests)
+        assert check_layout(gpu, layout, requests, public.referee) == len(requests), (
+            f"pack({name}, {big} x {2 * m} + {small} x {4 * m}) does not place every request once"
+        )
+        assert len(layout) == 2 * m, (
+            f"pack({name}, {big} x {2 * m} + {small} x {4 * m}) uses {len(layout)} GPUs;"
+            f" {2 * m} hold it (each {big} + {small} + {small})"
+        )
+        k = 2 * m - 1
+        layout = packer.pack_into(gpu, requests, k)
+        assert len(layout) <= k, f"pack_into({name}, ..., {k}) uses {len(layout)} GPUs"
+        got = check_layout(gpu, layout, requests, public.referee)
+        assert got == 3 * k, (
+            f"pack_into({name}, {big} x {2 * m} + {small} x {4 * m}, {k}) places {got}"
+            f" requests; {3 * k} fit on {k} GPUs (each {big} + {small} + {small})"
+        )
+
+
+def oom_model(jobs: Sequence[Any], pool: float, limits: dict[str, float]) -> list[str]:
+    """The grader's model of MPS memory: a job fails if it needs more than its own limit or
+    more than the pool has left; a job that runs takes what it allocates (not its limit)."""
+    free, failed = pool, []
+    for j in jobs:
+        if j.memory_gb > limits.get(j.name, float("inf")) or j.memory_gb > free:
+            failed.append(j.name)
+        else:
+            free -= j.memory_gb
+    return failed
+
+
+@pytest.mark.kata_gate(
+    "oom_failures() disagrees with one shared pool plus per-job limits on random jobs whose"
+    " limits add up past the pool (pool 40, limits 30 each, jobs 25 + 25: the second fails)"
+)
+def test_sharing_oom_limits_and_pool_random(sharing: Any, workloads: Any) -> None:
+    Job = workloads.Job
+    jobs = [Job("a", 1, 1, 25.0), Job("b", 1, 1, 25.0)]
+    got = sharing.oom_failures(jobs, 40.0, {"a": 30.0, "b": 30.0})
+    assert got == ["b"], (
+        f"oom_failures(a 25, b 25 GB; pool 40, limits 30 each) = {got}: a limit caps a job but"
+        " the pool is still shared, 25 + 25 > 40: ['b']"
+    )
+    jobs = [Job("a", 1, 1, 4.0), Job("b", 1, 1, 4.0), Job("c", 1, 1, 4.0)]
+    got = sharing.oom_failures(jobs, 12.0, {"a": 10.0, "b": 10.0})
+    assert got == [], (
+        f"oom_failures(a, b, c 4 GB each; pool 12, limits a, b 10) = {got}: a job takes what it"
+        " allocates from the pool, not its limit: []"
+    )
+
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=80)
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        jobs = [Job(f"j{i}", 1, 1, float(rng.randint(1, 30))) for i in range(rng.randint(2, 7))]
+        limits = {j.name: float(rng.randint(1, 40)) for j in jobs if rng.random() < 0.7}
+        pool = float(rng.randint(10, 80))
+        want = oom_model(jobs, pool, limits)
+        got = sharing.oom_failures(jobs, pool, dict(limits))
+        mem = {j.name: j.memory_gb for j in jobs}
+        assert got == want, (
+            f"oom_failures(jobs {mem}, pool {pool}, limits {limits}) = {got}; one shared pool"
+            f" with per-job limits fails {want}"
+        )
+
+    run()
+
+
+@pytest.mark.kata_gate(
+    "is_valid() or free_instances() ignores a profile's max_instances (one +me per GPU) on"
+    " random sets of 1 to 5 instances that hold two +me instances or ask for another"
+)
+def test_placement_max_instances_random(mig: Any, gpus: Any, public: Any, kata_random: Any) -> None:
+    for gpu in gpus.GPUS.values():
+        me = next(p for p in gpu.profiles if p.max_instances == 1 and p.memory_slices == 1)
+        small = [p for p in gpu.profiles if p.memory_slices == 1 and p is not me][0]
+        for _ in range(25):
+            starts = kata_random.sample(range(7), kata_random.randint(2, 5))
+            k = kata_random.randint(2, len(starts))
+            names = [me.name] * 2 + [kata_random.choice([me.name, small.name]) for _ in starts[2:]]
+            placed = list(zip(names[:k], starts[:k], strict=True))
+            kata_random.shuffle(placed)
+            assert public.referee(gpu, placed) is not None, f"test data: {placed} is valid"
+            got = mig.is_valid(gpu, placed)
+            assert got is False, (
+                f"is_valid({gpu.name}, {placed}) = {got}: at most {me.max_instances} x {me.name}"
+            )
+            others = [(small.name, s) for s in starts[: kata_random.randint(1, len(starts))]]
+            free = mig.free_instances(gpu, others)
+            n = 0
+            while _fits_with(gpu, others, me.name, n + 1, public.referee):
+                n += 1
+            assert free[me.name] == n, (
+                f"free_instances({gpu.name}, {others})[{me.name!r}] = {free[me.name]}; {n} more"
+                f" fit (at most {me.max_instances} per GPU)"
+            )
