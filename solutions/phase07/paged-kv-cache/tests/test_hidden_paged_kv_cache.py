@@ -455,6 +455,8 @@ class CacheModel:
         blocks = [tuple(tokens[i : i + self.bs]) for i in range(0, end, self.bs)]
         if self.kind == "chain":
             return tuple(blocks)
+        if self.kind == "none":  # no prefix caching: a key nothing else equals
+            return object()
         odd: set[tuple[int, ...]] = set()  # parent ^ hash(block): pairs cancel, order is lost
         for b in blocks:
             odd ^= {b}
@@ -810,3 +812,33 @@ def test_swap_misuse_is_a_value_error(bm: Any, kv_store: Any) -> None:
         m.swap_out(0)
     with raises(ValueError, "swap_out(9) of an unknown sequence must be a ValueError"):
         m.swap_out(9)
+
+
+# --------------------------------------------------------------------------- blocks: the free queue's order
+@pytest.mark.kata_gate(
+    "the free queue hands out blocks in another order than the README's (oldest free first, a"
+    " freed sequence's last block first) on random runs drawn at this run"
+)
+def test_blocks_free_queue_order_against_a_model(bm: Any, kv_store: Any, kata_random: Any) -> None:
+    for _ in range(25):
+        ops = random_ops(kata_random)
+        gpu = kv_store.KVPool(20, 2, "gpu")
+        m = bm.BlockManager(gpu, None, prefix_caching=False)
+        model = CacheModel(20, 2, key="none")
+        for step, op in enumerate(ops):
+            if op[0] == "add":
+                m.add_sequence(op[1], op[2])
+                model.add(op[1], op[2])
+            elif op[0] == "append":
+                m.append_token(op[1], op[2])
+                model.append(op[1], op[2])
+            else:
+                m.free(op[1])
+                model.release(op[1])
+                continue
+            got, want = list(m.block_table(op[1])), model.seqs[op[1]][1]
+            assert got == want, (
+                f"block_table({op[1]}) is {got}; a free queue that hands out its oldest block"
+                f" and takes a freed sequence's blocks last one first gives {want} (prefix"
+                f" caching off; step {step} of {ops[: step + 1]})"
+            )
