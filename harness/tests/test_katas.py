@@ -19,6 +19,9 @@ def test_the_repository_has_katas() -> None:
     assert KATAS, f"no katas found under {ROOT / 'katas'}"
 
 
+# A kata's verify runs its reference, stubs and every shortcut (up to ~20 pytest runs, native
+# builds): minutes on a loaded 2-core runner. The hang guard for it is wider than conftest's 300 s.
+@pytest.mark.timeout(1200, method="thread")
 @pytest.mark.parametrize("kata_dir", KATAS, ids=[str(k.relative_to(ROOT / "katas")) for k in KATAS])
 def test_kata_verifies(kata_dir: Path) -> None:
     (verdict,) = verify([kata_dir], ROOT)
