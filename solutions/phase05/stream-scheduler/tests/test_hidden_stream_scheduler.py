@@ -30,10 +30,33 @@ def run_seed() -> int:
     return random_for().randrange(1 << 32)
 
 
+def asap(m: Any) -> list[tuple[int, int]]:
+    """The logical times of checker.Model's ops with a worker for every stream: each op starts
+    when the last op it depends on ends (tick 0 without one), no later."""
+    times: list[tuple[int, int]] = []
+    for op, deps in enumerate(m.deps):
+        start = max((times[d][1] for d in deps), default=0)
+        times.append((start, start + (m.duration[op] if m.kernel[op] else 0)))
+    return times
+
+
+def check_no_extra_waits(m: Any, s: Any, what: str) -> None:
+    """With as many workers as streams, no op waits for more than the model's dependencies."""
+    want = asap(m)
+    got = [s.times(op) for op in range(len(m.deps))]
+    late = [(op, got[op], want[op]) for op in range(len(want)) if got[op] != want[op]]
+    assert not late, (
+        f"{what}: ops (op, logical times, expected) {late[:4]} start later than their "
+        "dependencies end, with a worker free for every stream: they wait for work they do "
+        "not depend on"
+    )
+
+
 # --------------------------------------------------------------------------- streams
 @pytest.mark.kata_gate(
-    "an op after wait_event runs before the event's record has completed: random programs of "
-    "records and waits across non-blocking streams, drawn at run time"
+    "an op after wait_event runs before the event's record has completed, or waits for more "
+    "than that record (later work of its stream): random programs of records and waits across "
+    "non-blocking streams, drawn at run time"
 )
 def test_streams_waits_follow_the_events_last_record(new: Any, sched: Any, checker: Any) -> None:
     """Programs of kernels, records and waits on three non-blocking streams (no implicit
@@ -50,7 +73,21 @@ def test_streams_waits_follow_the_events_last_record(new: Any, sched: Any, check
         events = [s.event() for _ in range(2)]
         calls: list[str] = []
         forced = r.randrange(8)
+        later = r.randrange(8, 14)  # a record, then more work on its stream, then the wait
         for i in range(14):
+            if i == later:
+                a, b = r.sample(streams, 2)
+                e = r.choice(events)
+                s.record(e, a)
+                m.events[e] = m.op(a, False)
+                s.launch(a, duration=4, sleep_us=2000)
+                m.op(a, True, 4)
+                s.wait_event(b, e)
+                m.op(b, False, 0, {m.events[e]})
+                s.launch(b, duration=1)
+                m.op(b, True, 1)
+                calls.append(f"record({e}, {a}); launch({a}, 4); wait({b}, {e}); launch({b}, 1)")
+                continue
             if i == forced:  # a kernel on a, recorded; b waits for it, then launches
                 a, b = r.sample(streams, 2)
                 e = r.choice(events)
@@ -85,6 +122,7 @@ def test_streams_waits_follow_the_events_last_record(new: Any, sched: Any, check
         try:
             checker.check_run(m, s)
             checker.check_clock(m, s)
+            check_no_extra_waits(m, s, "wait_event waits for the event's record only")
         except AssertionError as err:
             raise AssertionError(f"wait_event: {err} {where}") from None
 
@@ -173,6 +211,10 @@ def model_times(model: Any, prio: list[int], workers: int) -> list[tuple[int, in
             complete(heapq.heappop(busy)[1])
 
 
+@pytest.mark.kata_gate(
+    "the logical clock disagrees with list scheduling (free workers take the ready kernels of the "
+    "highest priority first, at most one per worker) on random workloads with 1-3 workers"
+)
 @hidden_settings(max_examples=60)
 @given(data=st.data(), workers=st.sampled_from([1, 2, 3]))
 def test_clock_exact_times(new: Any, checker: Any, data: Any, workers: int) -> None:
@@ -182,7 +224,44 @@ def test_clock_exact_times(new: Any, checker: Any, data: Any, workers: int) -> N
     s.synchronize()
     want = model_times(model, priorities(calls, len(model.deps)), workers)
     got = [s.times(op) for op in range(len(model.deps))]
-    assert got == want, f"logical times {got} != {want} (calls {calls})"
+    assert got == want, (
+        f"sched_times on {workers} workers: logical times {got}, list scheduling gives {want} "
+        f"(calls {calls})"
+    )
+
+
+@pytest.mark.kata_gate(
+    "the logical clock disagrees with list scheduling (free workers take the ready kernels of the "
+    "highest priority first, at most one per worker) with more streams than workers"
+)
+def test_clock_more_streams_than_workers(new: Any, sched: Any, checker: Any) -> None:
+    """Fresh random programs from the run seed: 4-6 non-blocking streams of random priorities,
+    kernels of 1-4 ticks, on 2 or 3 workers, against list scheduling of checker.Model's ops."""
+    seed = run_seed()
+    r = random.Random(seed)
+    for program in range(10):
+        workers = r.choice((2, 3))
+        s, m = new(workers), checker.Model()
+        streams = {}
+        for _ in range(r.randint(4, 6)):
+            p = r.randint(-2, 0)
+            sid = s.stream(sched.NON_BLOCKING, priority=p)
+            m.stream(sid, sched.NON_BLOCKING)
+            streams[sid] = p
+        prio, calls = [], []
+        for _ in range(r.randint(8, 16)):
+            sid, d = r.choice(list(streams)), r.randint(1, 4)
+            s.launch(sid, duration=d)
+            m.op(sid, True, d)
+            prio.append(streams[sid])
+            calls.append(f"launch({sid} prio {streams[sid]}, {d})")
+        s.synchronize()
+        want = model_times(m, prio, workers)
+        got = [s.times(op) for op in range(len(m.deps))]
+        assert got == want, (
+            f"sched_times on {workers} workers: logical times {got}, list scheduling gives {want} "
+            f"(seed {seed}, program {program}: {'; '.join(calls)})"
+        )
 
 
 @pytest.mark.kata_gate("the logical clock ignores stream priorities")
@@ -277,6 +356,53 @@ def test_default_stream_each_host_thread_has_its_own(new: Any, sched: Any, threa
         f"a per-thread stream waits for it: stream 0's kernel {s.times(k0)}, expected (6, 7); "
         f"the per-thread kernel after it {s.times(after)}, expected (7, 8)"
     )
+
+
+@pytest.mark.kata_gate(
+    "the legacy default stream waits for other work than the earlier work of blocking streams, "
+    "or they for other than its: random programs over stream 0, blocking and non-blocking "
+    "streams, drawn at run time"
+)
+def test_default_stream_random_programs_wait_for_blocking_streams_only(
+    new: Any, sched: Any, checker: Any
+) -> None:
+    """Kernels on stream 0, two blocking and two non-blocking streams, with a worker for each
+    stream: every op starts exactly when what it depends on (its stream, and stream 0 <->
+    blocking streams) has ended, on the logical clock, against checker.Model."""
+    seed = run_seed()
+    r = random.Random(seed)
+    for program in range(8):
+        s, m = new(5), checker.Model()
+        blocking = [s.stream(sched.BLOCKING) for _ in range(2)]
+        non_blocking = [s.stream(sched.NON_BLOCKING) for _ in range(2)]
+        for sid in blocking:
+            m.stream(sid, sched.BLOCKING)
+        for sid in non_blocking:
+            m.stream(sid, sched.NON_BLOCKING)
+        streams = [sched.LEGACY_DEFAULT, *blocking, *non_blocking]
+        calls: list[str] = []
+        # forced: a long kernel on a non-blocking stream, then one on stream 0
+        first = r.choice(non_blocking)
+        s.launch(first, duration=5)
+        m.op(first, True, 5)
+        calls.append(f"launch({first}, 5)")
+        for _ in range(r.randint(6, 12)):
+            st_, d = r.choice(streams), r.randint(1, 4)
+            s.launch(st_, duration=d)
+            m.op(st_, True, d)
+            calls.append(f"launch({st_}, {d})")
+        s.launch(sched.LEGACY_DEFAULT, duration=1)
+        m.op(sched.LEGACY_DEFAULT, True, 1)
+        calls.append("launch(0, 1)")
+        s.synchronize()
+        try:
+            checker.check_clock(m, s)
+            check_no_extra_waits(m, s, "the legacy default stream")
+        except AssertionError as err:
+            raise AssertionError(
+                f"the legacy default stream: {err} (seed {seed}, program {program}: "
+                f"{'; '.join(calls)})"
+            ) from None
 
 
 def test_default_stream_events_on_stream_zero(new: Any, sched: Any) -> None:
