@@ -115,6 +115,28 @@ def test_pools_best_fit_in_the_large_pool(make: Any) -> None:
 
 
 @pytest.mark.kata_gate(
+    "malloc does not return the lowest address among free blocks of the best size (holes of equal "
+    "sizes, freed in either order)"
+)
+def test_pools_best_fit_ties_go_to_the_lowest_address(make: Any) -> None:
+    rng = random_for()
+    for _ in range(6):
+        a, dev = make()
+        h = MiB + 512 * rng.randint(1, 4096)  # large, at most 3 MiB
+        low = a.malloc(h)  # one 20 MiB segment: low, 2 MiB, high, 2 MiB, a free tail > h
+        a.malloc(2 * MiB)
+        high = a.malloc(h)
+        a.malloc(2 * MiB)
+        for p in rng.sample([low, high], 2):
+            a.free(p)
+        got = a.malloc(h)
+        assert got == low, (
+            f"malloc({h}) with two free blocks of {h} bytes at {low:#x} and {high:#x}: "
+            f"returned {got:#x}; the best fit among equals is the lowest address"
+        )
+
+
+@pytest.mark.kata_gate(
     "malloc does not return the best fit (the smallest free block big enough) among holes of "
     "several sizes"
 )
@@ -174,7 +196,8 @@ def cached_state(a: Any, dev: Any, ops: list[tuple[int, int, int, bool]]) -> lis
 
 @pytest.mark.kata_gate(
     "malloc raises OutOfMemory on a device too full for the request's segment while releasing "
-    "the cache's whole free segments (and retrying) would make room"
+    "the cache's whole free segments (and retrying) would make room, or stats() does not count "
+    "the retry and the OOM"
 )
 def test_pools_oom_retry_releases_the_cache(make: Any, alloc: Any) -> None:
     """Fresh random states from the run seed: blocks in use on stream 0, and freed blocks cached
@@ -226,6 +249,15 @@ def test_pools_oom_retry_releases_the_cache(make: Any, alloc: Any) -> None:
         for q in live + [p]:
             a.free(q)
         assert a.stats().allocated == 0, f"{what}: the blocks in use survived the retry"
+        too_big = 2 * MiB * (dev.info().capacity // (2 * MiB) + 1)
+        with raises(alloc.OutOfMemory, f"{what}, then malloc({too_big} bytes): OutOfMemory"):
+            a.malloc(too_big)
+        t = a.stats()
+        assert (t.alloc_retries, t.ooms) == (s.alloc_retries + 1, s.ooms + 1), (
+            f"{what}, then malloc({too_big} bytes) raised OutOfMemory: stats() counts its retry "
+            f"and its OOM (alloc_retries {s.alloc_retries} -> {t.alloc_retries}, ooms "
+            f"{s.ooms} -> {t.ooms})"
+        )
 
 
 def test_pools_many_small_blocks_in_one_segment(make: Any) -> None:
