@@ -550,7 +550,8 @@ def test_workloads_more_workers(new: Any, checker: Any, data: Any) -> None:
 
 # --------------------------------------------------------------------------- overlap
 @pytest.mark.kata_gate(
-    "the wall time is not real overlap: kernels skip their sleep or never run side by side"
+    "the wall time is not real overlap on the pool asked for: kernels skip their sleep, never "
+    "run side by side, or run more at once than there are workers"
 )
 def test_overlap_kernels_sleep_their_time_side_by_side(new: Any) -> None:
     """4 streams x 3 kernels of 20 ms on 4 workers: each stream's 3 kernels run one after
@@ -569,3 +570,11 @@ def test_overlap_kernels_sleep_their_time_side_by_side(new: Any) -> None:
         f"{elapsed * 1e3:.1f} ms: 3 kernels of 20 ms in order take 60 ms or more"
     )
     assert s.max_concurrent() >= 2, "kernels of different streams must run at the same time"
+    s = new(2)
+    for stream in [s.stream() for _ in range(6)]:
+        s.launch(stream, sleep_us=20_000)
+    s.synchronize()
+    assert s.max_concurrent() <= 2, (
+        f"6 streams with a kernel of 20 ms each on 2 workers: {s.max_concurrent()} kernels ran "
+        "at once on real threads; the pool has 2 workers"
+    )
