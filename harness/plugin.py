@@ -840,6 +840,14 @@ def _is_build_error(exc: BaseException) -> bool:
     )
 
 
+def _in_harness(path: Path) -> bool:
+    """A frame of the harness itself (harness/plugin.py shares its name with a kata's plugin.py)."""
+    try:
+        return path.resolve().is_relative_to(Path(__file__).resolve().parent)
+    except OSError:
+        return False
+
+
 def _raised_in(exc: BaseException, learner: set[str]) -> str:
     """`exc` passed through a learner file ("<Error> in <file>:<line>"); for a group (hypothesis'
     several distinct failures), every exception in it did."""
@@ -851,7 +859,7 @@ def _raised_in(exc: BaseException, learner: set[str]) -> str:
     where = ""
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         path = Path(frame.f_code.co_filename)
-        if path.name in learner and layout.TESTS not in path.parts:
+        if path.name in learner and layout.TESTS not in path.parts and not _in_harness(path):
             where = f"{type(exc).__name__} in {path.name}:{lineno}"  # the innermost one
     return where
 

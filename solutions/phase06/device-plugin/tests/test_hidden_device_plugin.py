@@ -75,6 +75,28 @@ def test_preferred_is_optimal_on_other_nodes(seed: int, nodes: Any, make_rig: An
         )
 
 
+@pytest.mark.kata_gate(
+    "Allocate accepts a device ID the plugin never advertised (a replica suffix on a GPU"
+    " without replicas, a replica number past the count, a bare UUID when replicas are on)"
+)
+@pytest.mark.parametrize("replicas", [1, 4])
+def test_allocate_refuses_ids_never_advertised(rig: Any, replicas: int) -> None:
+    ep = rig.start(replicas=replicas) if replicas > 1 else rig.start()
+    ep.wait_devices(lambda ds: len(ds) == 8 * replicas, what=f"{8 * replicas} devices")
+    u = rig.node.gpus[1].uuid
+    bad = [f"{u}::{replicas + 95}"] + ([f"{u}::0"] if replicas == 1 else [u])
+    for dev in bad:
+        try:
+            ep.allocate([dev])
+            refused = ""
+        except AssertionError as e:  # the kubelet's sentence for an Allocate error
+            refused = str(e)
+        assert u in refused, (
+            f"Allocate must refuse {dev!r}: ListAndWatch (replicas={replicas}) never advertised"
+            f" it (it answered {refused or 'with an allocation'})"
+        )
+
+
 @pytest.mark.kata_gate("Allocate gives a container a GPU the plugin advertises as Unhealthy")
 def test_allocate_refuses_an_unhealthy_gpu(rig: Any) -> None:
     ep = rig.start()
