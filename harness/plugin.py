@@ -796,6 +796,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 rec.load_error = call.excinfo.value.key  # shown once per kata
             if secret:
                 report.longrepr = f"hidden test failed: {rec.message}"
+            elif info.hidden and not _load_problem(call.excinfo):
+                # An instructor's run shows pytest's whole failure; the seed to replay it too.
+                hint = seeds.reproduce_hint(_state(item.config).seed)
+                report.sections.append(("fresh inputs", hint))
             elif call.excinfo.errisinstance((KataLoadError, hangs.KnownHang)):
                 report.longrepr = str(call.excinfo.value)
             elif not info.hidden:
