@@ -85,6 +85,8 @@ class Mutant:
     original: str  # the reference's line, without its newline
     replacement: str  # the mutated line, without its newline
     rule: str = ""  # the universalmutator rule that made it ("a ==> b")
+    occurrence: int = 1  # which line of the file with this text it is (1: the first)
+    occurrences: int = 1  # how many lines of the file have this text
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -98,6 +100,14 @@ class Mutant:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+    @property
+    def which(self) -> str:
+        """Which of the file's lines with this text it is, when the text repeats
+        (``mutants.toml``'s ``occurrence``): "" for a line whose text is unique."""
+        if self.occurrences <= 1:
+            return ""
+        return f" (occurrence {self.occurrence} of {self.occurrences} of this line)"
 
     def apply(self, text: str) -> str:
         """The mutated file, from the reference's text."""
@@ -148,12 +158,16 @@ def candidates(file: str, text: str) -> list[Mutant]:
     with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
         # ignoreStringOnly: a change inside a "string" only (a message) is not made
         made = mutator.mutants_regexp(lines, rules, ignorePatterns=[], ignoreStringOnly=True)
+    stripped = [ln.strip() for ln in lines]
     out = []
     for lineno, new, (rule, _where), _pair in made:
         original = lines[lineno - 1].rstrip("\r\n")
         replacement = new.rstrip("\r\n")
         if replacement != original and "\n" not in replacement:
-            out.append(Mutant(file, lineno, original, replacement, rule.strip()))
+            text = original.strip()
+            occurrence = stripped[:lineno].count(text)
+            out.append(Mutant(file, lineno, original, replacement, rule.strip(), occurrence,
+                              stripped.count(text)))  # fmt: skip
     return out
 
 
@@ -318,6 +332,75 @@ class Validity:
             return proc.returncode == 0
 
 
+NOT_COMPILED_HERE = (
+    "not compiled on this host: the reference and the mutant preprocess to the same code "
+    "(a preprocessor branch for another machine), with and without -march=native"
+)
+_NATIVE = (".c", ".h", ".cpp", ".cc", ".hpp", ".cu", ".cuh")
+_HOST_FLAGS = ((), ("-march=native",))  # the katas' builds: plain, or for this machine's ISA
+
+
+class HostBuild:
+    """Whether this host compiles a native mutant's line at all: a line in a preprocessor branch
+    for another machine (``#elif defined(__AVX__)`` on an AVX-512 host) preprocesses to the
+    reference's code under every flag set the katas build with, so no run here can judge it."""
+
+    def __init__(self, sources: dict[str, str], include_dirs: Iterable[Path] = ()) -> None:
+        self.sources = sources
+        self.include_dirs = list(include_dirs)
+        self._reference: dict[str, list[str | None]] = {}
+
+    def compiles(self, m: Mutant) -> bool:
+        if Path(m.file).suffix not in _NATIVE:
+            return True
+        if m.file not in self._reference:
+            text = self.sources[m.file]
+            self._reference[m.file] = [self._preprocess(m.file, text, f) for f in _HOST_FLAGS]
+        reference = self._reference[m.file]
+        if any(r is None for r in reference):
+            return True  # the reference does not preprocess alone here: run the mutant
+        text = m.apply(self.sources[m.file])
+        return any(self._preprocess(m.file, text, f) != r
+                   for f, r in zip(_HOST_FLAGS, reference, strict=True))  # fmt: skip
+
+    def _preprocess(self, file: str, text: str, flags: tuple[str, ...]) -> str | None:
+        suffix = Path(file).suffix
+        c = suffix in (".c", ".h")
+        compiler = shutil.which("cc" if c else "c++")
+        if compiler is None:
+            return None
+        lang = ["-x", "c"] if c else ["-x", "c++", "-std=c++17"]
+        if suffix in (".cu", ".cuh"):
+            lang += ["-include", "cuda_runtime.h"]
+        with tempfile.TemporaryDirectory(prefix="kata-mutant-") as tmp:
+            src = Path(tmp) / Path(file).name
+            src.write_text(text, encoding="utf-8")
+            incs = [f"-I{d}" for d in [Path(tmp), *self.include_dirs]]
+            cmd = [compiler, "-E", "-P", "-w", *lang, *flags, *incs, str(src)]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+        if proc.returncode != 0:
+            return None
+        return " ".join(proc.stdout.split())
+
+
+def untested_here(res: MutantResult, judged_by: JudgedBy | None) -> MutantResult:
+    """A mutant that every judged task missed, of a file that only tasks this machine did not
+    run judge (mutants.toml's ``[[judged_by]]``): unjudged here, not a survivor."""
+    if res.verdict != UNNOTICED or judged_by is None:
+        return res
+    if any(t not in res.not_run for t in judged_by.tasks):
+        return res  # a task that runs the file was judged: it did not notice
+    res.verdict = UNJUDGED
+    res.reason = (
+        f"only {', '.join(judged_by.tasks)} judge {judged_by.file} ({judged_by.reason}), and "
+        "this machine did not run it"
+    )
+    return res
+
+
 def native_include_dirs(manifest: Manifest) -> list[Path]:
     """Where a native learner file's includes are found: the reference, the kata, the CUDA
     headers of the harness' cpu backend."""
@@ -374,10 +457,32 @@ class Equivalent:
     line: str  # the reference line's text, stripped
     mutant: str  # the replacement's text, stripped
     reason: str
+    occurrence: int = 0  # which of the file's lines with this text (1, 2, ...); 0: every one
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.file, self.line, self.mutant)
+
+    def matches(self, m: Mutant) -> bool:
+        return m.key == self.key and self.occurrence in (0, m.occurrence)
+
+
+@dataclass(frozen=True)
+class JudgedBy:
+    """``[[judged_by]]``: the only tasks that run a learner file (a gpu-tier task's file). A
+    mutant of it that no judged task notices is unjudged, not a survivor, when none of these
+    tasks ran here."""
+
+    file: str
+    tasks: tuple[str, ...]
+    reason: str
+
+
+@dataclass
+class MutantsToml:
+    equivalents: list[Equivalent] = field(default_factory=list)
+    judged_by: list[JudgedBy] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 def equivalents_path(manifest: Manifest) -> Path | None:
@@ -385,51 +490,98 @@ def equivalents_path(manifest: Manifest) -> Path | None:
     return mirror / MUTANTS_TOML if mirror is not None else None
 
 
-def load_equivalents(manifest: Manifest) -> tuple[list[Equivalent], list[str]]:
-    """The kata's equivalent mutants (``solutions/<kata>/mutants.toml``) and the problems of its
-    entries: a missing field, an unknown file, an entry that no longer matches the reference."""
+def load_mutants_toml(manifest: Manifest) -> MutantsToml:
+    """The kata's ``solutions/<kata>/mutants.toml``: its equivalent mutants, the files only some
+    tasks judge, and the problems of its entries (a missing field, an unknown file or task)."""
+    out = MutantsToml()
     path = equivalents_path(manifest)
     if path is None or not path.is_file():
-        return [], []
+        return out
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        return [], [f"{path}: invalid TOML: {e}"]
-    problems: list[str] = []
-    unknown = sorted(set(data) - {"equivalent"})
+        out.problems.append(f"{path}: invalid TOML: {e}")
+        return out
+    unknown = sorted(set(data) - {"equivalent", "judged_by"})
     if unknown:
-        problems.append(f"{path}: {unknown[0]}: unknown table (known: [[equivalent]])")
-    found: list[Equivalent] = []
-    entries = data.get("equivalent", [])
-    if not isinstance(entries, list):
-        return [], [*problems, f"{path}: equivalent: must be an array of tables ([[equivalent]])"]
-    fields = ("file", "line", "mutant", "reason")
-    for i, e in enumerate(entries):
-        where = f"{path}: equivalent[{i}]"
-        if not isinstance(e, dict):
-            problems.append(f"{where}: must be a table")
-            continue
-        extra = sorted(set(e) - set(fields))
-        if extra:
-            problems.append(f"{where}.{extra[0]}: unknown field (known: {', '.join(fields)})")
-            continue
-        bad = next((f for f in fields if not isinstance(e.get(f), str) or not e[f].strip()), None)
-        if bad:
-            problems.append(f"{where}.{bad}: missing or empty (a string)")
-            continue
-        if e["file"] not in manifest.files:
-            problems.append(
-                f"{where}.file: {e['file']!r} is not a learner file ({', '.join(manifest.files)})"
+        out.problems.append(
+            f"{path}: {unknown[0]}: unknown table (known: [[equivalent]], [[judged_by]])"
+        )
+    tasks = {t.id for t in manifest.tasks}
+    for table_name, fields in (("equivalent", ("file", "line", "mutant", "reason")),
+                               ("judged_by", ("file", "tasks", "reason"))):  # fmt: skip
+        entries = data.get(table_name, [])
+        if not isinstance(entries, list):
+            out.problems.append(
+                f"{path}: {table_name}: must be an array of tables ([[{table_name}]])"
             )
             continue
-        found.append(Equivalent(e["file"], e["line"].strip(), e["mutant"].strip(), e["reason"]))
-    return found, problems
+        optional = ("occurrence",) if table_name == "equivalent" else ()
+        for i, e in enumerate(entries):
+            where = f"{path}: {table_name}[{i}]"
+            if not isinstance(e, dict):
+                out.problems.append(f"{where}: must be a table")
+                continue
+            extra = sorted(set(e) - set(fields) - set(optional))
+            if extra:
+                out.problems.append(
+                    f"{where}.{extra[0]}: unknown field (known: {', '.join(fields + optional)})"
+                )
+                continue
+            strings = [f for f in fields if f != "tasks"]
+            bad = next((f for f in strings if not isinstance(e.get(f), str) or not e[f].strip()),
+                       None)  # fmt: skip
+            if bad:
+                out.problems.append(f"{where}.{bad}: missing or empty (a string)")
+                continue
+            if e["file"] not in manifest.files:
+                out.problems.append(
+                    f"{where}.file: {e['file']!r} is not a learner file "
+                    f"({', '.join(manifest.files)})"
+                )
+                continue
+            if table_name == "equivalent":
+                occurrence = e.get("occurrence", 0)
+                if "occurrence" in e and (type(occurrence) is not int or occurrence < 1):
+                    out.problems.append(
+                        f"{where}.occurrence: must be a positive integer (which of the file's "
+                        "lines with this text: 1 for the first)"
+                    )
+                    continue
+                out.equivalents.append(Equivalent(
+                    e["file"], e["line"].strip(), e["mutant"].strip(), e["reason"], occurrence,
+                ))  # fmt: skip
+                continue
+            named = e.get("tasks")
+            if (
+                not isinstance(named, list)
+                or not named
+                or not all(isinstance(t, str) for t in named)
+            ):
+                out.problems.append(f"{where}.tasks: missing or empty (a list of task ids)")
+                continue
+            missing = [t for t in named if t not in tasks]
+            if missing:
+                out.problems.append(
+                    f"{where}.tasks: {missing[0]!r} is not a task ({', '.join(sorted(tasks))})"
+                )
+                continue
+            out.judged_by.append(JudgedBy(e["file"], tuple(named), e["reason"]))
+    return out
+
+
+def load_equivalents(manifest: Manifest) -> tuple[list[Equivalent], list[str]]:
+    """The kata's equivalent mutants (``solutions/<kata>/mutants.toml``) and the problems of the
+    file's entries: a missing field, an unknown file, an entry that no longer matches."""
+    toml = load_mutants_toml(manifest)
+    return toml.equivalents, toml.problems
 
 
 def stale_equivalents(equivalents: list[Equivalent], sources: dict[str, str]) -> list[Equivalent]:
-    """Entries whose reference line is no longer in their file: the reference changed."""
-    lines = {f: {ln.strip() for ln in t.splitlines()} for f, t in sources.items()}
-    return [e for e in equivalents if e.line not in lines.get(e.file, set())]
+    """Entries whose reference line is no longer in their file (or not as often as their
+    `occurrence` says): the reference changed."""
+    lines = {f: [ln.strip() for ln in t.splitlines()] for f, t in sources.items()}
+    return [e for e in equivalents if lines.get(e.file, []).count(e.line) < max(1, e.occurrence)]
 
 
 # --------------------------------------------------------------------------- judging
@@ -658,8 +810,9 @@ def mutate_kata(
         path = mirror / f
         if path.is_file():
             sources[f] = path.read_text(encoding="utf-8")
-    equivalents, problems = load_equivalents(manifest)
-    out.problems += problems
+    toml = load_mutants_toml(manifest)
+    equivalents = toml.equivalents
+    out.problems += toml.problems
     for e in stale_equivalents(equivalents, sources):
         out.problems.append(
             f"mutants.toml: the equivalent mutant of {e.file} line {e.line!r} no longer matches "
@@ -677,7 +830,8 @@ def mutate_kata(
         finally:
             valid.close()
     out.sampled = len(chosen)
-    known = {e.key: e for e in equivalents}
+    judged_by = {j.file: j for j in toml.judged_by}
+    host = HostBuild(sources, native_include_dirs(manifest))
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kata-mutants-")))
@@ -696,15 +850,18 @@ def mutate_kata(
 
         def one(i: int, m: Mutant) -> MutantResult:
             diff = m.diff(sources[m.file])
-            if m.key in known:
-                return MutantResult(m, EQUIVALENT, diff=diff, reason=known[m.key].reason)
+            known = next((e for e in equivalents if e.matches(m)), None)
+            if known is not None:
+                return MutantResult(m, EQUIVALENT, diff=diff, reason=known.reason)
+            if not host.compiles(m):
+                return MutantResult(m, UNJUDGED, diff=diff, reason=NOT_COMPILED_HERE)
             where = workdir / f"m{i:03d}-{m.id}"
             where.mkdir(parents=True, exist_ok=True)
             impl = impl_for(manifest, diff, where)
             res = classify(m, baseline.result, run_kata(manifest.dir, root, impl, where, limit, extra),
                            manifest.id)  # fmt: skip
             res.diff = diff
-            return res
+            return untested_here(res, judged_by.get(m.file))
 
         workers = max(1, jobs or default_jobs())
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -747,7 +904,7 @@ def mutant_line(r: MutantResult) -> str:
     else:
         points = r.reason or "killed by the wall limit"
     return (
-        f"[{m.id}] {m.where}: `{m.original.strip()}` → `{m.replacement.strip()}`: "
+        f"[{m.id}] {m.where}{m.which}: `{m.original.strip()}` → `{m.replacement.strip()}`: "
         f"{r.verdict}: {points}"
     )
 
@@ -758,7 +915,7 @@ def survivor_text(kata: str, r: MutantResult) -> str:
     kept = ", ".join(f"{t.task} {fmt_points(t.earned)}/{t.points}" for t in r.kept())
     skipped = f" (not run here: {', '.join(r.not_run)})" if r.not_run else ""
     return (
-        f"{kata} {m.where} [{m.id}] {r.verdict}: `{m.original.strip()}` → "
+        f"{kata} {m.where}{m.which} [{m.id}] {r.verdict}: `{m.original.strip()}` → "
         f"`{m.replacement.strip()}`; kept {kept}{skipped}"
     )
 
@@ -798,6 +955,7 @@ __all__ = [
     "judge",
     "mutant_line",
     "load_equivalents",
+    "load_mutants_toml",
     "mutate_kata",
     "sample",
     "score",

@@ -178,6 +178,132 @@ def test_equivalents_file_problems_name_the_entry_and_field(repo: KataRepo) -> N
     assert "equivalent[2].why: unknown field" in problems[2]
 
 
+REPEATS = """\
+def sign(a):
+    if a < 0:
+        return -1
+    if a == 0:
+        return 0
+    return 1
+
+
+def clamp(a):
+    if a < -1:
+        return -1
+    return a
+"""
+
+
+def test_a_repeated_line_is_told_apart_by_its_occurrence(repo: KataRepo) -> None:
+    """Mutants.toml keys on a line's text; where the text repeats, `occurrence` says which of
+    the file's lines with it the entry means (the survivor line shows it)."""
+    kata = repo.add_demo(solution=REPEATS)
+    write_equivalents(
+        repo,
+        """\
+        [[equivalent]]
+        file = "calc.py"
+        line = "return -1"
+        mutant = "pass"
+        occurrence = 2
+        reason = "clamp(-2) falls through to return a: no test clamps below -1"
+
+        [[equivalent]]
+        file = "calc.py"
+        line = "return 1"
+        mutant = "pass"
+        occurrence = 0
+        reason = "z"
+
+        [[equivalent]]
+        file = "calc.py"
+        line = "return 1"
+        mutant = "pass"
+        occurrence = "2"
+        reason = "z"
+    """,
+    )
+    found, problems = M.load_equivalents(load_manifest(kata))
+    assert found == [M.Equivalent("calc.py", "return -1", "pass", found[0].reason, 2)], found
+    assert len(problems) == 2 and all(".occurrence: must be a positive integer" in p
+                                      for p in problems), problems  # fmt: skip
+    made = [m for m in M.candidates("calc.py", REPEATS) if m.original.strip() == "return -1"
+            and m.replacement.strip() == "pass"]  # fmt: skip
+    assert [(m.line, m.occurrence, m.occurrences) for m in made] == [(3, 1, 2), (11, 2, 2)]
+    assert [found[0].matches(m) for m in made] == [False, True]
+    assert M.Equivalent("calc.py", "return -1", "pass", "r").matches(made[0]), "0: every one"
+    assert made[1].which == " (occurrence 2 of 2 of this line)"
+    assert M.survivor_text("k", M.MutantResult(made[1], M.UNNOTICED)).startswith(
+        "k calc.py:11 (occurrence 2 of 2 of this line) ["
+    )
+    assert M.stale_equivalents(found, {"calc.py": REPEATS}) == []
+    one = REPEATS.replace("    if a < -1:\n        return -1\n", "")
+    assert M.stale_equivalents(found, {"calc.py": one}) == found, "one `return -1` is left"
+
+
+def test_a_file_only_a_skipped_task_runs_leaves_its_mutants_unjudged(repo: KataRepo) -> None:
+    """[[judged_by]]: a mutant of a file that only the gpu-tier task runs, unnoticed by every
+    task this machine ran, is unjudged (not a survivor); noticed by another task, or with the
+    file's task judged here, it is judged as any other."""
+    kata = repo.add_demo(solution=CALC)
+    write_equivalents(
+        repo,
+        """\
+        [[judged_by]]
+        file = "calc.py"
+        tasks = ["gpu"]
+        reason = "only the gpu task imports it"
+
+        [[judged_by]]
+        file = "calc.py"
+        tasks = ["nope"]
+        reason = "z"
+
+        [[judged_by]]
+        file = "calc.py"
+        tasks = []
+        reason = "z"
+    """,
+    )
+    toml = M.load_mutants_toml(load_manifest(kata))
+    assert toml.judged_by == [M.JudgedBy("calc.py", ("gpu",), "only the gpu task imports it")]
+    assert "judged_by[1].tasks: 'nope' is not a task (add, gpu, mul)" in toml.problems[0]
+    assert "judged_by[2].tasks: missing or empty" in toml.problems[1]
+    j = toml.judged_by[0]
+    unnoticed = M.judge(MUT, REF, run_of(a=(10, [PASSED] * 4), b=(8, [PASSED] * 4)), "k")
+    assert unnoticed.verdict == M.UNNOTICED
+    assert M.untested_here(unnoticed, M.JudgedBy("calc.py", ("g",), "r")).verdict == M.UNJUDGED
+    assert not unnoticed.counted and "only g judge calc.py (r)" in unnoticed.reason
+    dented = M.judge(MUT, REF, run_of(a=(10, [PASSED] * 3 + [FAILED]), b=(8, [PASSED] * 4)), "k")
+    assert M.untested_here(dented, M.JudgedBy("calc.py", ("g",), "r")).verdict == M.DENTED
+    judged = M.judge(MUT, REF, run_of(a=(10, [PASSED] * 4), b=(8, [PASSED] * 4)), "k")
+    assert M.untested_here(judged, M.JudgedBy("calc.py", ("a",), "r")).verdict == M.UNNOTICED
+    assert M.untested_here(judged, None).verdict == M.UNNOTICED and j.tasks == ("gpu",)
+
+
+BRANCHES = """\
+#if defined(__KATA_NEVER_DEFINED__)
+#define WIDTH 32
+#else
+#define WIDTH 16
+#endif
+int width(void) { return WIDTH; }
+"""
+
+
+def test_a_native_line_this_host_does_not_compile_is_not_judged() -> None:
+    """A line in a preprocessor branch for another machine preprocesses to the reference's code
+    (with and without -march=native): no run here can tell it apart, so it is not run."""
+    pytest.importorskip("shutil").which("cc") or pytest.skip("no C compiler")
+    host = M.HostBuild({"w.c": BRANCHES})
+    made = M.candidates("w.c", BRANCHES)
+    inactive = find(made, "#define WIDTH 32", "/*#define WIDTH 32*/")
+    active = find(made, "#define WIDTH 16", "/*#define WIDTH 16*/")
+    assert not host.compiles(inactive), "the #if branch is never compiled here"
+    assert host.compiles(active), "the #else branch is what this host builds"
+    assert M.HostBuild({"calc.py": CALC}).compiles(MUT), "a Python file always runs"
+
+
 # --------------------------------------------------------------------------- the survivor rule
 def run_of(**earned_of: tuple[int, list[str]]) -> RunResult:
     """A run where task t has points p and tests of the given outcomes (equal weights)."""
