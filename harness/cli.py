@@ -123,6 +123,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not manifests:
         say("no katas found")
         return EXIT_OK
+    if args.weeks:
+        return _list_weeks(manifests, caps)
     say(f"{'phase':<6}{'kata':<22}{'tier':<12}{'tasks':>6}{'points':>8}  title", bold=True)
     for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
         whole = _lacking(caps, m.tier, m.capabilities)
@@ -139,6 +141,37 @@ def cmd_list(args: argparse.Namespace) -> int:
         for need, ids in tasks.items():
             which = f"task {ids[0]} needs" if len(ids) == 1 else f"tasks {', '.join(ids)} need"
             say(f"      (!) {which} {_need(need)}: {caps.why_not(need)}", yellow=True)
+    say(f"this machine: tiers {', '.join(caps.tiers)}")
+    return EXIT_OK
+
+
+def _list_weeks(manifests: list[Manifest], caps: Capabilities) -> int:
+    """The curriculum's 26 weeks, each with its focus and the katas that declare it."""
+    from .schedule import SCHEDULE
+
+    by_week: dict[int, list[Manifest]] = {}
+    undated = []
+    for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
+        for w in m.weeks:
+            by_week.setdefault(w, []).append(m)
+        if not m.weeks:
+            undated.append(m)
+    say(f"{'week':<6}{'phase':<7}focus / katas (tier; what this machine lacks)", bold=True)
+    for w in SCHEDULE:
+        say(f"{w.week:<6}{w.phase:02d}     {w.focus}")
+        for m in by_week.get(w.week, []):
+            needs = sorted({n for t in m.tasks for n in _lacking(caps, t.tier, t.capabilities)})
+            whole = _lacking(caps, m.tier, m.capabilities)
+            need = ", ".join(map(_need, whole or needs))
+            lack = f"; needs {need}" + ("" if whole else " for some tasks") if need else ""
+            say(f"{'':<13}{m.id} ({m.tier}{lack})", yellow=bool(need))
+        if not by_week.get(w.week):
+            say(f"{'':<13}(no kata yet)")
+    for m in undated:
+        say(
+            f"phase {m.phase:02d}: {m.id} names no week (`weeks = [...]` in its kata.toml)",
+            yellow=True,
+        )
     say(f"this machine: tiers {', '.join(caps.tiers)}")
     return EXIT_OK
 
@@ -439,7 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kata", description="gpu-katas: learn GPU systems by doing")
     p.add_argument("--root", type=Path, default=None, help="repository root (default: search up)")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="katas with tiers and points").set_defaults(func=cmd_list)
+    s = sub.add_parser("list", help="katas with tiers and points")
+    s.add_argument(
+        "--weeks", action="store_true", help="the course's 26-week schedule: week -> katas, tiers"
+    )
+    s.set_defaults(func=cmd_list)
     s = sub.add_parser("progress", help="your status per kata, from the last run")
     s.add_argument("kata", nargs="?")
     _results_option(s)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import KATAS, SOLUTIONS
+from .schedule import WEEKS, phase_weeks, week
 
 MANIFEST_NAME = "kata.toml"
 TIERS = ("cpu", "cluster-sim", "gpu")
@@ -111,6 +112,7 @@ class Manifest:
     time_budget: float | None = None  # seconds for all the kata's tests (None: the default)
     memory_limit_mb: int = 2048
     tags: tuple[str, ...] = ()
+    weeks: tuple[int, ...] = ()  # the curriculum's weeks (harness/schedule.py) this kata belongs to
     budgets: dict[str, Any] = field(default_factory=dict)
     gate_fraction: float = 0.0  # the kata-wide default of the tasks' gate_fraction
     given: tuple[str, ...] = ()  # modules the learner uses but does not edit (kata-relative)
@@ -225,7 +227,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
     "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
-    "sandbox", "test_seconds",
+    "sandbox", "test_seconds", "weeks",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -290,14 +292,32 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     sandbox.unknown({"keep_capabilities"})
     keep = sandbox.choices("keep_capabilities", GRANTABLE_CAPABILITIES)
     test_seconds = _test_seconds(top)
+    weeks = _weeks(top, phase)
     return Manifest(
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
         time_budget=None if time_budget is None else float(time_budget),
         budgets=budgets, gate_fraction=gate_default, given=given, keep_capabilities=keep,
-        test_seconds=test_seconds, raw=data,
+        test_seconds=test_seconds, weeks=weeks, raw=data,
     )  # fmt: skip
+
+
+def _weeks(top: _Fields, phase: int) -> tuple[int, ...]:
+    """`weeks = [3, 4]`: weeks of the course's schedule that the kata's phase owns."""
+    raw = top.get("weeks", list, [], "a list of week numbers")
+    allowed = phase_weeks(phase)
+    for i, w in enumerate(raw):
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= WEEKS:
+            raise ManifestError(top.path, f"weeks[{i}]", f"must be a week 1..{WEEKS}, got {w!r}")
+        if w not in allowed:
+            raise ManifestError(
+                top.path,
+                f"weeks[{i}]",
+                f"week {w} belongs to phase {week(w).phase} in the schedule, not phase {phase} "
+                f"(phase {phase} has weeks {', '.join(map(str, allowed)) or 'none'})",
+            )
+    return tuple(sorted(set(raw)))
 
 
 def _test_seconds(top: _Fields) -> dict[str, float]:

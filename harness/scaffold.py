@@ -12,6 +12,8 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from .schedule import phase_weeks
+
 _FILES = {
     # template -> path, relative to the repository root
     "kata.toml.j2": "katas/{phase_dir}/{name}/kata.toml",
@@ -50,6 +52,7 @@ def scaffold(root: Path, phase: int, name: str, title: str | None = None) -> lis
         "id": name,
         "title": title or name.replace("-", " ").replace("_", " ").capitalize(),
         "phase": phase,
+        "weeks": list(phase_weeks(phase)),
         "module": module,
         "rel_dir": f"katas/{phase_dir}/{name}",
     }

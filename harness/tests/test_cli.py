@@ -185,3 +185,28 @@ def test_verify_uses_a_fixed_seed_and_seeds_finds_rare_failures(repo: KataRepo, 
     found = re.search(r"on fresh seed (\d+) \(--kata-seed=(\d+)\): task 'add': reference fails "
                       r"test_add_drawn: AssertionError: add\((\d+), 1\) is wrong", out)  # fmt: skip
     assert found and found[1] == found[2] and int(found[1]) % 1000 == int(found[3]), out
+
+
+def test_list_weeks_follows_the_course_schedule(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    code, out = kata(repo, "list", "--weeks", capsys=capsys)
+    assert code == 0, out
+    lines = out.splitlines()
+    # all 26 weeks, in order, with their phase and the curriculum's focus
+    weeks = [int(ln.split()[0]) for ln in lines if ln[:1].isdigit()]
+    assert weeks == list(range(1, 27)), out
+    assert any(ln.startswith("15    08") and "ring all-reduce" in ln for ln in lines), out
+    # the demo kata (phase 1, no weeks declared) is named as undated, not silently dropped
+    assert "demo names no week" in out, out
+
+
+def test_list_weeks_puts_each_kata_under_its_weeks(repo: KataRepo, capsys) -> None:
+    repo.add_demo()
+    toml = repo.root / "katas" / "phase01" / "demo" / "kata.toml"
+    toml.write_text(toml.read_text().replace("phase = 1\n", "phase = 1\nweeks = [2]\n", 1))
+    code, out = kata(repo, "list", "--weeks", capsys=capsys)
+    assert code == 0, out
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("2     01"))
+    assert lines[at + 1].strip().startswith("demo (cpu"), out
+    assert "names no week" not in out, out

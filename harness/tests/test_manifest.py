@@ -48,7 +48,10 @@ def test_good_manifest_loads(tmp_path: Path) -> None:
         ("nvcc",),
         5.0,
     )
-    assert m.points == 10
+    assert m.points == 10 and m.weeks == ()
+    assert load_manifest(
+        write(tmp_path, GOOD.replace("phase = 3", "phase = 3\nweeks = [6, 5]"))
+    ).weeks == (5, 6)
     task = m.task("add")
     assert m.task_for("test_x.py", "test_add_small[3]") is task
     assert m.task_for("test_hidden.py", "test_more_a") is task
@@ -125,6 +128,9 @@ def test_good_manifest_loads(tmp_path: Path) -> None:
         ),
         ('title = "Add"', 'title = "Add"\ncolour = "red"', "tasks[0].colour", "unknown field"),
         ('tags = ["x"]', 'tags = ["x"]\nauthor = 1', "author", "unknown field"),
+        ("phase = 3", "phase = 3\nweeks = [27]", "weeks[0]", "must be a week 1..26"),
+        ("phase = 3", 'phase = 3\nweeks = ["5"]', "weeks[0]", "must be a week 1..26"),
+        ("phase = 3", "phase = 3\nweeks = [5, 7]", "weeks[1]", "week 7 belongs to phase 4"),
     ],
 )
 def test_bad_manifest_names_file_and_field(
@@ -210,3 +216,18 @@ text = "in general"
     mixed = GOOD.replace('["h1", "h2"]', '[{ text = "big", tests = ["test_add_big"] }, "h2"]')
     task = load_manifest(write(tmp_path, mixed)).task("add")
     assert task.hint_for("t.py", "test_add_big") == "big" and task.hint_for("t.py", "x") == "h2"
+
+
+def test_every_kata_of_the_course_names_its_weeks() -> None:
+    # `kata list --weeks` is the course's schedule: a kata without weeks would fall out of it.
+    from harness.manifest import discover
+
+    root = Path(__file__).resolve().parents[2]
+    undated = [
+        str(d.relative_to(root))
+        for d in discover(root / "katas")
+        if not load_manifest(d / "kata.toml").weeks
+    ]
+    assert not undated, (
+        f"these katas name no week of the schedule (`weeks = [...]` in kata.toml): {undated}"
+    )
