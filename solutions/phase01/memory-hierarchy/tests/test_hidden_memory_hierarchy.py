@@ -31,6 +31,7 @@ from harness.testing import hidden_settings, seeded
 
 KiB, MiB = 1 << 10, 1 << 20
 MB_OK = 0
+MB_BAD_ARGS = -2
 COPY, SCALE, ADD, TRIAD = range(4)
 NAMES = ["copy", "scale", "add", "triad"]
 SVG = "{http://www.w3.org/2000/svg}"
@@ -393,6 +394,35 @@ def test_bandwidth_bytes_of_add_and_triad(lib: Any, bench: Any) -> None:
             )
     for kernel in (COPY, SCALE):
         assert lib.stream_traffic_bytes(kernel, 10**9) == 24 * 10**9, NAMES[kernel]
+
+
+@pytest.mark.kata_gate(
+    "stream_bytes or stream_traffic_bytes is not (arrays read + written) x 8 bytes x n, and "
+    "(reads + 2 x writes) x 8 x n on the bus, for every kernel at random sizes n"
+)
+def test_bandwidth_bytes_of_every_kernel_at_random_sizes(lib: Any, bench: Any) -> None:
+    """Each kernel's bytes are linear in n with its own per-element count: copy and scale move
+    16 bytes (24 on the bus, a read for ownership per written line), add and triad 24 (32).
+    Sizes drawn fresh each run, from 2 to 2**40; a bad kernel or a negative n is MB_BAD_ARGS."""
+    bench.started(lib.stream_bytes(COPY, 1), "stream_bytes")
+    rng = random.Random(seeded("stream bytes"))
+    per = {COPY: (16, 24), SCALE: (16, 24), ADD: (24, 32), TRIAD: (24, 32)}
+    for _ in range(25):
+        n = rng.randrange(2, 1 << rng.choice((8, 20, 40)))
+        for kernel, (moved, bus) in per.items():
+            got = lib.stream_bytes(kernel, n)
+            assert got == moved * n, (
+                f"stream_bytes({NAMES[kernel]}, n={n}) = {got}, expected {moved} x n = {moved * n}"
+            )
+            got = lib.stream_traffic_bytes(kernel, n)
+            assert got == bus * n, (
+                f"stream_traffic_bytes({NAMES[kernel]}, n={n}) = {got}, expected {bus} x n = "
+                f"{bus * n}"
+            )
+    for kernel, n in ((4, 10), (-1, 10), (ADD, -rng.randrange(1, 1000))):
+        for f in ("stream_bytes", "stream_traffic_bytes"):
+            got = getattr(lib, f)(kernel, n)
+            assert got == MB_BAD_ARGS, f"{f}(kernel={kernel}, n={n}) = {got}, not MB_BAD_ARGS"
 
 
 # --------------------------------------------------------------------------- FMA
