@@ -99,7 +99,8 @@ class GpuDevicePlugin(pb2_grpc.DevicePluginServicer):
         todo("GetDevicePluginOptions")
 
     def ListAndWatch(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
-        """Task "health": the full list at once, then again after every health change."""
+        """Task "health": the full list at once, then again after every health change: one
+        list per health event, in order, each device with its health and NUMA node."""
         todo("ListAndWatch")
 
     def Allocate(self, request: Any, context: Any) -> Any:  # noqa: N802

@@ -111,10 +111,11 @@ class GpuDevicePlugin(pb2_grpc.DevicePluginServicer):
         self._server: grpc.Server | None = None
         self._stop = threading.Event()
         self._changed = threading.Condition()
-        self._generation = 0  # bumped on every health change: ListAndWatch streams wake up
         self._watcher: threading.Thread | None = None
         self._health_watch = node.watch_health()
         self._health = {g.uuid: node.healthy(g.uuid) for g in node.gpus}
+        # every health state in order, one per event: each ListAndWatch stream sends each one
+        self._states: list[dict[str, bool]] = [dict(self._health)]
         threading.Thread(target=self._follow_health, daemon=True).start()
 
     # ------------------------------------------------------------------ devices
@@ -125,11 +126,11 @@ class GpuDevicePlugin(pb2_grpc.DevicePluginServicer):
             return [g.uuid for g in self.node.gpus]
         return [f"{g.uuid}{REPLICA_SEP}{k}" for g in self.node.gpus for k in range(self.replicas)]
 
-    def _devices(self) -> list[Any]:
+    def _devices(self, health: dict[str, bool]) -> list[Any]:
         return [
             pb2.Device(
                 ID=i,
-                health=HEALTHY if self._health[physical(i)] else UNHEALTHY,
+                health=HEALTHY if health[physical(i)] else UNHEALTHY,
                 topology=pb2.TopologyInfo(nodes=[pb2.NUMANode(ID=self.node.gpu(physical(i)).numa)]),
             )
             for i in self.device_ids()
@@ -142,7 +143,7 @@ class GpuDevicePlugin(pb2_grpc.DevicePluginServicer):
                 continue
             with self._changed:
                 self._health[event.uuid] = event.healthy
-                self._generation += 1
+                self._states.append(dict(self._health))
                 self._changed.notify_all()
 
     # ------------------------------------------------------------------ lifecycle
@@ -219,19 +220,20 @@ class GpuDevicePlugin(pb2_grpc.DevicePluginServicer):
         )
 
     def ListAndWatch(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
-        """Task "health": the full list at once, then again after every health change."""
+        """Task "health": the full list at once, then again after every health change: one
+        list per health event, in order, each device with its health and NUMA node."""
         with self._changed:
-            seen = self._generation
-            devices = self._devices()
+            sent = len(self._states) - 1
+            devices = self._devices(self._states[sent])
         yield pb2.ListAndWatchResponse(devices=devices)
         while not self._stop.is_set() and context.is_active():
             with self._changed:
-                if self._generation == seen and not self._stop.is_set():
+                if sent + 1 == len(self._states) and not self._stop.is_set():
                     self._changed.wait(timeout=0.1)
-                if self._generation == seen:
+                if sent + 1 == len(self._states):
                     continue
-                seen = self._generation
-                devices = self._devices()
+                sent += 1  # one list per event, in order: a GPU that fails and recovers at
+                devices = self._devices(self._states[sent])  # once is sent Unhealthy first
             yield pb2.ListAndWatchResponse(devices=devices)
 
     def Allocate(self, request: Any, context: Any) -> Any:  # noqa: N802

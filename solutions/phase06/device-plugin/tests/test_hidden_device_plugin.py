@@ -461,3 +461,150 @@ def test_preferred_optimal_where_hill_climbing_fails(nodes: Any, dp: Any) -> Non
             f"preferred() on {where}: minors {[g.index(u) for u in ids]} score"
             f" {_score(node, ids)}, the best set {best}"
         )
+
+
+# --------------------------------------------------------------------------- health: every event
+def _record_lists(kata: Any, path: Any) -> tuple[list[list[Any]], Any, Any]:
+    """A second ListAndWatch stream of the test's own: every list it receives, in order."""
+    import threading
+
+    import grpc
+
+    api = kata.module("deviceplugin")
+    channel = grpc.insecure_channel(f"unix://{path}")
+    stream = api.pb2_grpc.DevicePluginStub(channel).ListAndWatch(api.pb2.Empty())
+    lists: list[list[Any]] = []
+
+    def pump() -> None:
+        try:
+            for resp in stream:
+                lists.append(list(resp.devices))
+        except grpc.RpcError:
+            pass
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lists, stream, channel
+
+
+def _wait_for(cond: Any, timeout: float = 1.5) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(cond())
+
+
+@pytest.mark.kata_gate(
+    "ListAndWatch does not send one list per health event, in order, each with every device's"
+    " health and NUMA node (random bursts of XIDs and recoveries on random nodes, back to back)"
+)
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_health_one_list_per_event_with_topology(
+    replicas: int, kata: Any, nodes: Any, make_rig: Any, kata_random: random.Random
+) -> None:
+    rng = kata_random
+    n = rng.randrange(3, 9)
+    node = nodes.custom_node(
+        [rng.randrange(2) for _ in range(n)], [rng.randrange(3) for _ in range(n)], {}
+    )
+    rig = make_rig(node)
+    rig.start(replicas=replicas) if replicas > 1 else rig.start()
+    lists, stream, channel = _record_lists(kata, rig.dir / "nvidia-gpu.sock")
+    try:
+        assert _wait_for(lambda: len(lists) >= 1), "ListAndWatch sent no first list within 1.5 s"
+        state = {g.uuid: True for g in node.gpus}
+        want = []
+        for _ in range(rng.randrange(4, 11)):
+            u = rng.choice(node.gpus).uuid  # each event flips its GPU: every one is a change
+            state[u] = not state[u]
+            node.set_health(u, state[u], xid=rng.choice([48, 79, 94, 95]))
+            want.append(dict(state))
+        assert _wait_for(lambda: len(lists) >= 1 + len(want)), (
+            f"ListAndWatch after {len(want)} health events sent back to back: {len(lists) - 1}"
+            " lists within 1.5 s; every event gets a list of its own"
+        )
+        for k, (got, health) in enumerate(zip(lists[1:], want, strict=False), start=1):
+            seen = [(d.ID.split("::")[0], d.health, [x.ID for x in d.topology.nodes]) for d in got]
+            expect = [
+                (g.uuid, "Healthy" if health[g.uuid] else UNHEALTHY, [g.numa])
+                for g in node.gpus
+                for _ in range(replicas)
+            ]
+            assert seen == expect, (
+                f"ListAndWatch's list {k} (after health event {k} of {len(want)}, replicas="
+                f"{replicas}): (GPU, health, NUMA nodes) is {seen}; after that event it is"
+                f" {expect}"
+            )
+    finally:
+        stream.cancel()
+        channel.close()
+
+
+# --------------------------------------------------------------------------- restart: not ready
+@pytest.mark.kata_gate(
+    "the plugin does not register again after a kubelet restart when the new kubelet refuses its"
+    " first Register calls (not ready yet)"
+)
+def test_restart_kubelet_refuses_the_first_registers(rig: Any, kata_random: random.Random) -> None:
+    rig.start()
+    refusals = kata_random.randrange(1, 4)
+    accept = rig.kubelet._accept
+    refused: list[str] = []
+
+    def not_ready_at_first(r: Any) -> str:
+        if len(refused) < refusals:
+            refused.append(r.endpoint)
+            return "the kubelet's device manager is not ready yet"
+        return accept(r)
+
+    rig.kubelet._accept = not_ready_at_first
+    rig.kubelet.restart()
+    ep = rig.kubelet.wait_registered("nvidia.com/gpu", timeout=2.5, after=1)
+    assert len(refused) == refusals, (
+        f"test data: the new kubelet refused {len(refused)} Register calls, not {refusals}"
+    )
+    ep.wait_devices(lambda ds: len(ds) == 8, what=f"8 devices after {refusals} refused Registers")
+
+
+# --------------------------------------------------------------------------- sharing: spreading
+def _distributed_model(available: list[str], size: int) -> list[str]:
+    """The README's rule: each next replica from the GPU with the most available replicas left
+    (ties: the GPU that comes first in `available`), its next replica in `available` order."""
+    free: dict[str, list[str]] = {}
+    for rid in available:
+        free.setdefault(rid.split("::")[0], []).append(rid)
+    chosen: list[str] = []
+    while len(chosen) < size:
+        most = max(len(v) for v in free.values())
+        gpu = next(g for g, v in free.items() if len(v) == most)
+        chosen.append(free[gpu].pop(0))
+        if not free[gpu]:
+            del free[gpu]
+    return chosen
+
+
+@pytest.mark.kata_gate(
+    "distributed() does not take each next replica from the GPU with the most replicas left"
+    " (random uneven sets of replicas in random order)"
+)
+def test_sharing_distributed_fresh_random_sets(dp: Any) -> None:
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=60)
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        gpus = [f"GPU-{i:04x}" for i in range(rng.randrange(2, 7))]
+        r = rng.randrange(2, 6)
+        available = [f"{g}::{k}" for g in gpus for k in range(r) if rng.random() < 0.7]
+        if not available:
+            return
+        rng.shuffle(available)
+        size = rng.randrange(1, len(available) + 1)
+        want = _distributed_model(available, size)
+        got = list(dp.distributed(list(available), [], size))
+        assert sorted(got) == sorted(want), (
+            f"distributed(available={available}, must_include=[], size={size}) = {got}; taking"
+            f" each next replica from the GPU with the most left gives {want}"
+        )
+
+    run()
