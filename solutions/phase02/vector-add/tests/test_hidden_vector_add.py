@@ -12,7 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness import KataTodo
-from harness.testing import check_written, hidden_settings, raises, seeded, wrote_nothing
+from harness.testing import (
+    check_written,
+    hidden_settings,
+    raises,
+    random_for,
+    seeded,
+    wrote_nothing,
+)
 
 SETTINGS = hidden_settings(40)
 
@@ -69,6 +76,47 @@ def test_launch_config_never_exceeds_the_machine(launch, n, block, device):
         f"launch_config({n}, {block}, {device!r}) gave a grid of {grid}, expected {want}: enough "
         f"blocks for n, at most the blocks the {dev.sms} SMs hold at once"
     )
+
+
+GIVEN_DEVICES = {"T4": (40, 1024), "H200": (132, 2048)}  # (SMs, threads per SM): launch.py's
+
+
+@pytest.mark.kata_gate(
+    "grid_size or launch_config refuses, or answers wrongly, valid launches (n >= 0, a block "
+    "of 1..1024 threads, a known device) drawn at random"
+)
+def test_launch_takes_every_valid_launch(launch):
+    """Random valid launches, sizes from 0 to 2**40 and any block of 1..1024: grid_size is
+    ceil(n / block) (while that fits gridDim.x), launch_config's grid min(ceil(n / block),
+    SMs x max(1, threads per SM // block)) with the block kept. A ValueError here refuses a
+    valid launch (its checks mixed up), which is a wrong answer."""
+    rng = random_for("launch valid launches")
+    for _ in range(60):
+        n = rng.randrange(0, 1 << rng.choice((4, 12, 24, 40)))
+        block = rng.choice((rng.randrange(1, 1025), 32 * rng.randrange(1, 33)))
+        device = rng.choice(sorted(GIVEN_DEVICES))
+        sms, per_sm = GIVEN_DEVICES[device]
+        if -(-n // block) <= 2**31 - 1:
+            try:
+                got = launch.grid_size(n, block)
+            except ValueError as e:
+                raise AssertionError(
+                    f"grid_size({n}, {block}) refused a valid launch: {e}"
+                ) from None
+            assert got == -(-n // block), (
+                f"grid_size({n}, {block}) = {got}, expected ceil(n / block) = {-(-n // block)}"
+            )
+        want = (min(-(-n // block), sms * max(1, per_sm // block)), block)
+        try:
+            got = launch.launch_config(n, block, device)
+        except ValueError as e:
+            raise AssertionError(
+                f"launch_config({n}, {block}, {device!r}) refused a valid launch: {e}"
+            ) from None
+        assert tuple(got) == want, (
+            f"launch_config({n}, {block}, {device!r}) = {got}, expected {want}: enough blocks "
+            f"for n, at most the blocks the {sms} SMs hold at once"
+        )
 
 
 # --------------------------------------------------------------------------- kernel
