@@ -232,6 +232,32 @@ def test_a_native_build_that_fails_trips_no_gate(repo: KataRepo) -> None:
     assert task["gate_reasons"] == []
 
 
+def test_a_child_process_crash_of_learner_code_trips_no_gate(repo: KataRepo) -> None:
+    """A kata whose tests run the learner's C in a child process says so with an exception that
+    carries `kata_learner_crash`: the test fails with that sentence, the task is not capped."""
+    gated_kata(repo, stub=REFERENCE)
+    repo.write(
+        "katas/phase01/gated/tests/conftest.py",
+        """
+        import pytest
+
+
+        class ChildCrash(AssertionError):
+            kata_learner_crash = "the test program died of SIGSEGV inside calc.c"
+
+
+        @pytest.fixture
+        def calc(kata):
+            raise ChildCrash("the test program died of SIGSEGV inside calc.c")
+        """,
+    )
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] in (FAILED, ERROR) and "SIGSEGV" in gate["raised"], gate
+    assert task["gate_reasons"] == []
+
+
 def test_reference_passes_its_gates(repo: KataRepo) -> None:
     gated_kata(repo)
     result = repo.pytester.runpytest("katas", "--kata-impl=solution")
