@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from harness import todo
+
 from .topology import NVLINK_GBPS, PCI_GBPS, PCIE_KINDS, SMP_GBPS, Topology  # noqa: F401
 
 

@@ -42,7 +42,7 @@ def parse_topo(text: str) -> Topology:
             raise ValueError(
                 f"row {name} has {len(rest)} cells for {len(devices)} devices: {lines[i].strip()!r}"
             )
-        for col, cell in zip(devices, rest):
+        for col, cell in zip(devices, rest, strict=False):
             if not _KIND.match(cell):
                 raise ValueError(f"row {name}, column {col}: unknown link kind {cell!r}")
             if (col == name) != (cell == "X"):

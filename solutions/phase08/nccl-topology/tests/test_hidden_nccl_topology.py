@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.testing import random_for, raises
+from harness.testing import raises, random_for
 
 NV = [f"NV{k}" for k in (1, 2, 4, 6, 8, 12, 18)]
 PCIE = ["PIX", "PXB", "PHB", "NODE", "SYS"]
@@ -102,9 +102,9 @@ def exhaustive_tree(bw: list[list[float]], root: int, fanout: int) -> float:
     best = -1.0
     for ps in itertools.product(range(n), repeat=len(others)):
         parent: list[int | None] = [None] * n
-        if any(p == i for i, p in zip(others, ps)):
+        if any(p == i for i, p in zip(others, ps, strict=True)):
             continue
-        for i, p in zip(others, ps):
+        for i, p in zip(others, ps, strict=True):
             parent[i] = p
         if max(Counter(ps).values(), default=0) > fanout:
             continue
@@ -230,11 +230,14 @@ def test_bandwidth_matrix_any_machine(topo: Any, topology: Any) -> None:
 )
 def test_bandwidth_nics_any_machine(topo: Any, topology: Any) -> None:
     r = random_for("nics")
-    for case in range(40):
+    for _ in range(40):
         t = random_machine(r, topology)
         for a in t.gpus:
-            near = lambda n: (PCIE.index(t.link[(a, n)]), t.nics.index(n))  # noqa: E731
-            want_nic = min(t.nics, key=near) if t.nics else None
+            want_nic = (
+                min(t.nics, key=lambda n, a=a, t=t: (PCIE.index(t.link[(a, n)]), t.nics.index(n)))
+                if t.nics
+                else None
+            )
             got = topo.closest_nic(t, a)
             assert got == want_nic, (
                 f"closest_nic({a}) = {got}, expected {want_nic}: links {[(n, t.link[(a, n)]) for n in t.nics]}"
@@ -254,7 +257,7 @@ def test_bandwidth_nics_any_machine(topo: Any, topology: Any) -> None:
 )
 def test_ring_any_machine(search: Any, checks: Any) -> None:
     r = random_for("ring")
-    for case in range(60):
+    for _ in range(60):
         n = r.randint(1, 8)
         bw = random_bw(r, n)
         ring = search.best_ring(bw)
@@ -292,7 +295,7 @@ def test_ring_sixteen_gpus(search: Any, checks: Any, kata_budget: Any) -> None:
 )
 def test_tree_any_machine(search: Any, checks: Any) -> None:
     r = random_for("tree")
-    for case in range(40):
+    for _ in range(40):
         n = r.randint(1, 6)
         bw = random_bw(r, n)
         if r.random() < 0.4 and n > 3:  # a hub: one GPU is everybody's best link
@@ -315,7 +318,7 @@ def test_tree_any_machine(search: Any, checks: Any) -> None:
 @pytest.mark.kata_gate("pick_gpus chooses GPUs whose best ring is slower than another set's")
 def test_place_any_machine(search: Any) -> None:
     r = random_for("place")
-    for case in range(30):
+    for _ in range(30):
         n = r.randint(2, 8)
         bw = random_bw(r, n)
         k = r.randint(1, n)
