@@ -65,6 +65,7 @@ def test_parse_refuses_what_is_not_a_matrix(
     old, new = change
     text = box_text("pcie-2socket")
     assert old in text, "test data: the line to break is in the file"
+    assert topo.parse_topo(text).link[("GPU2", "GPU3")] == "PIX", "the unbroken matrix parses first"
     with pytest.raises(ValueError, match=names):
         topo.parse_topo(text.replace(old, new, 1))
 

@@ -125,6 +125,9 @@ def sub(bw: list[list[float]], s: Any) -> list[list[float]]:
 
 
 # ------------------------------------------------------------------------------ parse
+@pytest.mark.kata_gate(
+    "parse_topo's Topology differs from the printed matrix on machines beyond the shipped ones"
+)
 def test_parse_any_machine(topo: Any, topology: Any) -> None:
     r = random_for("parse")
     for case in range(40):
@@ -174,6 +177,10 @@ def test_parse_refuses_broken_machines(topo: Any, topology: Any) -> None:
         elif how == "twice":
             lines.insert(row, lines[row])
         text = "\n".join(lines)
+        whole = render(t, random.Random(case))
+        assert topo.parse_topo(whole).link == t.link, (
+            f"parse_topo must read the unbroken matrix before it can refuse a broken one (case {case}):\n{whole}"
+        )
         with raises(
             ValueError,
             f"parse_topo must refuse a matrix with a {how} fault in row {name} (case {case}):\n{text}\n",
