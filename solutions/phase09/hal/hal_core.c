@@ -552,11 +552,14 @@ hal_status hal_mem_alloc(int device, size_t bytes, hal_mem* mem) {
     backend_t* b = &g_backends[dv->backend];
     if (b->ops.mem_alloc == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_mem_alloc: backend %s has no mem_alloc", b->info.name);
     void* p = NULL;
-    int r = BCALL(b, b->ops.mem_alloc(dv->bdev, bytes, &p));
-    if (r != HAL_SUCCESS) UNLOCK_FAIL(r, "hal_mem_alloc: backend %s: %s", b->info.name, hal_error_name(r));
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);  // the backend is called without the core's lock
+    int r = BCALL(b, b->ops.mem_alloc(bdev, bytes, &p));
+    if (r != HAL_SUCCESS) return fail(r, "hal_mem_alloc: backend %s: %s", b->info.name, hal_error_name(r));
+    pthread_mutex_lock(&g_lock);
     uint64_t id = new_entry(K_MEM, device, p, bytes, 0);
     if (id == 0) {
-        BCALL(b, b->ops.mem_free(dv->bdev, p));
+        BCALL(b, b->ops.mem_free(bdev, p));
         UNLOCK_FAIL(HAL_ERROR_OUT_OF_MEMORY, "hal_mem_alloc: out of host memory for the handle");
     }
     *mem = id;
@@ -571,9 +574,11 @@ hal_status hal_mem_free(hal_mem mem) {
     if (e == NULL) UNLOCK_FAIL(HAL_ERROR_INVALID_HANDLE, "hal_mem_free: %llu is not live memory", (unsigned long long)mem);
     device_t* dv = &g_devices[e->dev];
     backend_t* b = &g_backends[dv->backend];
-    int r = b->ops.mem_free ? BCALL(b, b->ops.mem_free(dv->bdev, e->ptr)) : HAL_SUCCESS;
-    e->kind = K_FREE;
+    void* ptr = e->ptr;
+    int bdev = dv->bdev;
+    e->kind = K_FREE;  // no other thread finds it from now on
     pthread_mutex_unlock(&g_lock);
+    int r = b->ops.mem_free ? BCALL(b, b->ops.mem_free(bdev, ptr)) : HAL_SUCCESS;
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_mem_free: backend: %s", hal_error_name(r));
 }
 
@@ -608,8 +613,10 @@ hal_status hal_memcpy_htod(hal_mem dst, size_t offset, const void* src, size_t b
     device_t* dv = &g_devices[e->dev];
     backend_t* b = &g_backends[dv->backend];
     if (b->ops.memcpy_htod == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_memcpy_htod: backend %s has no memcpy_htod", b->info.name);
-    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memcpy_htod(dv->bdev, (char*)e->ptr + offset, src, bytes));
-    pthread_mutex_unlock(&g_lock);
+    char* at = (char*)e->ptr + offset;
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);  // the backend is called without the core's lock
+    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memcpy_htod(bdev, at, src, bytes));
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_memcpy_htod: backend: %s", hal_error_name(r));
 }
 
@@ -622,8 +629,10 @@ hal_status hal_memcpy_dtoh(void* dst, hal_mem src, size_t offset, size_t bytes) 
     device_t* dv = &g_devices[e->dev];
     backend_t* b = &g_backends[dv->backend];
     if (b->ops.memcpy_dtoh == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_memcpy_dtoh: backend %s has no memcpy_dtoh", b->info.name);
-    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memcpy_dtoh(dv->bdev, dst, (char*)e->ptr + offset, bytes));
-    pthread_mutex_unlock(&g_lock);
+    char* at = (char*)e->ptr + offset;
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);  // the backend is called without the core's lock
+    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memcpy_dtoh(bdev, dst, at, bytes));
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_memcpy_dtoh: backend: %s", hal_error_name(r));
 }
 
@@ -635,8 +644,10 @@ hal_status hal_memset(hal_mem dst, size_t offset, int value, size_t bytes) {
     device_t* dv = &g_devices[e->dev];
     backend_t* b = &g_backends[dv->backend];
     if (!b->memset_ok) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_memset: backend %s does not offer memset (ABI %u.%u)", b->info.name, b->info.abi_major, b->info.abi_minor);
-    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memset(dv->bdev, (char*)e->ptr + offset, value, bytes));
-    pthread_mutex_unlock(&g_lock);
+    char* at = (char*)e->ptr + offset;
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);  // the backend is called without the core's lock
+    int r = bytes == 0 ? HAL_SUCCESS : BCALL(b, b->ops.memset(bdev, at, value, bytes));
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_memset: backend: %s", hal_error_name(r));
 }
 
@@ -650,8 +661,11 @@ hal_status hal_module_load(int device, const char* path, hal_module* module) {
     backend_t* b = &g_backends[dv->backend];
     if (b->ops.module_load == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_module_load: backend %s has no module_load", b->info.name);
     void* m = NULL;
-    int r = BCALL(b, b->ops.module_load(dv->bdev, path, &m));
-    if (r != HAL_SUCCESS) UNLOCK_FAIL(r, "hal_module_load: backend %s cannot load %s: %s", b->info.name, path, hal_error_name(r));
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);
+    int r = BCALL(b, b->ops.module_load(bdev, path, &m));
+    if (r != HAL_SUCCESS) return fail(r, "hal_module_load: backend %s cannot load %s: %s", b->info.name, path, hal_error_name(r));
+    pthread_mutex_lock(&g_lock);
     *module = new_entry(K_MODULE, device, m, 0, 0);
     pthread_mutex_unlock(&g_lock);
     return HAL_SUCCESS;
@@ -666,9 +680,11 @@ hal_status hal_module_unload(hal_module module) {
         if (g_entries[i].kind == K_FUNCTION && g_entries[i].parent == module) g_entries[i].kind = K_FREE;
     device_t* dv = &g_devices[e->dev];
     backend_t* b = &g_backends[dv->backend];
-    int r = b->ops.module_unload ? BCALL(b, b->ops.module_unload(dv->bdev, e->ptr)) : HAL_SUCCESS;
+    void* ptr = e->ptr;
+    int bdev = dv->bdev;
     e->kind = K_FREE;
     pthread_mutex_unlock(&g_lock);
+    int r = b->ops.module_unload ? BCALL(b, b->ops.module_unload(bdev, ptr)) : HAL_SUCCESS;
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_module_unload: backend: %s", hal_error_name(r));
 }
 
@@ -682,9 +698,12 @@ hal_status hal_module_function(hal_module module, const char* name, hal_function
     backend_t* b = &g_backends[dv->backend];
     if (b->ops.module_function == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_module_function: backend %s has no module_function", b->info.name);
     void* f = NULL;
-    int r = BCALL(b, b->ops.module_function(dv->bdev, e->ptr, name, &f));
-    if (r != HAL_SUCCESS) UNLOCK_FAIL(r, "hal_module_function: no kernel %s: %s", name, hal_error_name(r));
-    int dev = e->dev;
+    int dev = e->dev, bdev = dv->bdev;
+    void* mptr = e->ptr;
+    pthread_mutex_unlock(&g_lock);
+    int r = BCALL(b, b->ops.module_function(bdev, mptr, name, &f));
+    if (r != HAL_SUCCESS) return fail(r, "hal_module_function: no kernel %s: %s", name, hal_error_name(r));
+    pthread_mutex_lock(&g_lock);
     *function = new_entry(K_FUNCTION, dev, f, 0, module);
     pthread_mutex_unlock(&g_lock);
     return HAL_SUCCESS;
@@ -728,8 +747,10 @@ hal_status hal_launch(hal_function function, hal_dim3 grid, hal_dim3 block, cons
         params[i] = &slots[i];
     }
     if (b->ops.launch == NULL) UNLOCK_FAIL(HAL_ERROR_NOT_SUPPORTED, "hal_launch: backend %s has no launch", b->info.name);
-    int r = BCALL(b, b->ops.launch(dv->bdev, f->ptr, grid, block, params, nargs, sptr));
-    pthread_mutex_unlock(&g_lock);
+    void* fptr = f->ptr;
+    int bdev = dv->bdev;
+    pthread_mutex_unlock(&g_lock);  // the backend is called without the core's lock
+    int r = BCALL(b, b->ops.launch(bdev, fptr, grid, block, params, nargs, sptr));
     return r == HAL_SUCCESS ? HAL_SUCCESS : fail(r, "hal_launch: backend %s: %s", b->info.name, hal_error_name(r));
 }
 

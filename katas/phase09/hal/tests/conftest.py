@@ -4,6 +4,7 @@ a C program. Each child gets its own KATA_HAL_PATH, so every test starts from a 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -11,7 +12,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +24,69 @@ FLAGS = ("-pthread", "-Wno-format-truncation")
 NAMES: dict[str, int] = {}  # hal_status names -> values, filled by the `hal` fixture
 
 
-class HalCrash(AssertionError):
+class HalCrash(AssertionError):  # noqa: N818 - a crash, not an "Error"
     """A child process died of a signal inside the HAL (a crash of C code): the test fails with
     the sentence, and no gate trips (`kata_learner_crash`: an honest mistake, not a dodge)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.kata_learner_crash = message.splitlines()[0]
+        self.stderr = ""
 
 
-@dataclass
 class Built:
-    """Every library a test needs, built from the implementation under test and tests/data."""
+    """Every library a test needs, built (on first use, cached) from the implementation under
+    test and tests/data: a compile error in one file fails only the tests that need it."""
 
-    kata_dir: Path
-    search_path: list[Path]
-    core: Path
-    cpu: Path
-    probe: Path
-    kernels: Path
-    legacy: Path
-    broken: dict[str, Path] = field(default_factory=dict)
-    sources: dict[str, Path] = field(default_factory=dict)
+    def __init__(self, kata: Any) -> None:
+        self.search_path = list(kata.search_path)
+        self.kata_dir = Path(kata.source("hal.h")).parent
+        self.sources = {n: Path(kata.source(n)) for n in ("hal_core.c", "hal_cpu.c", "hal_cuda.c")}
+        self.broken = _Broken(self.search_path)
+
+    @functools.cached_property
+    def core(self) -> Path:
+        """libhal.so: your hal_core.c."""
+        return _lib([self.sources["hal_core.c"]], self.search_path)
+
+    @functools.cached_property
+    def cpu(self) -> Path:
+        """libhal_cpu.so: your hal_cpu.c."""
+        return _lib([self.sources["hal_cpu.c"]], self.search_path)
+
+    @functools.cached_property
+    def cuda(self) -> Path:
+        """libhal_cuda.so: your hal_cuda.c, with kata_launch.h of the harness's cpu runtime."""
+        from harness.cuda.cpu.loader import HERE
+
+        return _lib([self.sources["hal_cuda.c"]], [*self.search_path, HERE])
+
+    @functools.cached_property
+    def probe(self) -> Path:
+        return _lib([DATA / "probe_backend.c"], self.search_path)
+
+    @functools.cached_property
+    def kernels(self) -> Path:
+        return _lib([DATA / "kernels_cpu.c"], self.search_path)
+
+    @functools.cached_property
+    def legacy(self) -> Path:
+        return _lib([DATA / "legacy_backend.c"], [DATA])
+
+
+class _Broken(dict):
+    """built.broken["nosym" | "major" | "initfail" | "crash"]: tests/data/broken/<name>.c built."""
+
+    def __init__(self, include: list[Path]) -> None:
+        super().__init__()
+        self.include = include
+
+    def __missing__(self, name: str) -> Path:
+        self[name] = _lib([DATA / "broken" / f"{name}.c"], self.include)
+        return self[name]
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[name] if (DATA / "broken" / f"{name}.c").exists() else default
 
 
 def _lib(sources: Iterable[Path], include: Iterable[Path], sanitize: str = "") -> Path:
@@ -56,22 +97,8 @@ def _lib(sources: Iterable[Path], include: Iterable[Path], sanitize: str = "") -
 
 @pytest.fixture(scope="module")
 def built(kata: Any) -> Built:
-    """libhal.so (your hal_core.c), libhal_cpu.so (your hal_cpu.c), the test backends."""
-    inc = list(kata.search_path)
-    kata_dir = Path(kata.source("hal.h")).parent
-    b = Built(
-        kata_dir=kata_dir,
-        search_path=inc,
-        core=_lib([kata.source("hal_core.c")], inc),
-        cpu=_lib([kata.source("hal_cpu.c")], inc),
-        probe=_lib([DATA / "probe_backend.c"], inc),
-        kernels=_lib([DATA / "kernels_cpu.c"], inc),
-        legacy=_lib([DATA / "legacy_backend.c"], [DATA]),
-        sources={n: Path(kata.source(n)) for n in ("hal_core.c", "hal_cpu.c")},
-    )
-    for name in ("nosym", "major", "initfail", "crash"):
-        b.broken[name] = _lib([DATA / "broken" / f"{name}.c"], inc)
-    return b
+    """libhal.so (your hal_core.c), your backends, the test backends: built on first use."""
+    return Built(kata)
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +134,7 @@ class HalRunner:
         self.built = built
         self.tmp = tmp
         self.count = 0
+        self.last_pid = 0  # the last child's pid (the test backends log it)
 
     def env(
         self, path: str | Iterable[Path], extra: Mapping[str, str] | None = None
@@ -137,14 +165,19 @@ class HalRunner:
             str(sp),
             str(op),
         ]
-        proc = subprocess.run(
-            cmd,
-            env=self.env(path, env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        with subprocess.Popen(
+            cmd, env=self.env(path, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as p:
+            self.last_pid = p.pid
+            try:
+                stdout, stderr = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                stdout, stderr = p.communicate()
+                raise AssertionError(
+                    f"the HAL test program did not finish within {timeout} s:\n{stderr[-2000:]}"
+                ) from None
+        proc = subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
         return read_child(proc, op, "the HAL test program")
 
 
@@ -153,7 +186,9 @@ def read_child(proc: subprocess.CompletedProcess[str], out_path: Path, what: str
     if proc.returncode < 0:
         name = signal.Signals(-proc.returncode).name
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
-        raise HalCrash(f"{what} died of {name} inside the HAL (a crash in the C code)\n{tail}")
+        err = HalCrash(f"{what} died of {name} inside the HAL (a crash in the C code)\n{tail}")
+        err.stderr = proc.stderr
+        raise err
     if not out_path.exists():
         raise AssertionError(
             f"{what} exited with status {proc.returncode} and no result:\n{proc.stderr[-2000:]}"
@@ -197,9 +232,31 @@ def c_program(built: Built, tmp_path: Path) -> Any:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KATA_HAL", "LD_PRELOAD"))}
         env["KATA_HAL_PATH"] = ":".join(str(p) for p in path)
         env["ASAN_OPTIONS"] = "detect_leaks=1:halt_on_error=1:exitcode=86"
+        env["TSAN_OPTIONS"] = "halt_on_error=1:exitcode=66:report_signal_unsafe=0"
         return subprocess.run(
             [*wrapper, str(exe), *args], env=env, capture_output=True, text=True,
             timeout=timeout, check=False, preexec_fn=_unlimited_address_space if sanitize else None,
         )  # fmt: skip
 
     return run
+
+
+@pytest.fixture(scope="module")
+def cuda_vendor() -> dict[str, Path]:
+    """The harness's cpu CUDA runtime library ("runtime": what KATA_CUDA_RUNTIME names) and
+    tests/data/vector_add.cu built by its toolchain into a kernel library ("kernels")."""
+    from harness.cuda.cpu.building import PLAIN, build_kernels
+    from harness.cuda.cpu.loader import runtime
+
+    source = (DATA / "vector_add.cu").read_text()
+    lib = build_kernels(
+        source, "vector_add.cu", ["vector_add", "saxpy", "read_past_end"], extern_c=True,
+        options=(), include_dirs=(), compiler=PLAIN,
+    )  # fmt: skip
+    return {"runtime": runtime().path, "kernels": lib.path}
+
+
+@pytest.fixture(scope="module")
+def hal_data() -> Path:
+    """tests/data: the given test backends, kernels and programs."""
+    return DATA

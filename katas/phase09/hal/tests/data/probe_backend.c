@@ -77,7 +77,10 @@ static int p_init(void) {
     if (self != NULL && dlsym(self, "hal_probe_marker") != NULL) logf_("global");
     int r = HAL_SUCCESS;
     if (strcmp(C.init, "fail") == 0) r = HAL_ERROR_OUT_OF_MEMORY;
-    if (strcmp(C.init, "crash") == 0) raise(SIGSEGV);
+    if (strcmp(C.init, "crash") == 0) {
+        logf_("crashing");
+        raise(SIGSEGV);
+    }
     if (strcmp(C.init, "hang") == 0) sleep(3600);
     leave();
     return r;

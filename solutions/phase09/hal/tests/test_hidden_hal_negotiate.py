@@ -1,0 +1,278 @@
+"""Hidden tests of hal, task negotiate: random tables (minor, struct_size, caps, NULL entries)
+against a model of the ABI's rules; the previous header's backend on random programs; the
+order of work on emulated streams."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.testing import random_for
+
+STREAMS, MEMSET, THREADSAFE, EMULATED = 1, 2, 4, 8
+NOT_SUPPORTED = 7
+HEADER = 24
+ENTRIES = [
+    "init", "shutdown", "device_count", "device_info", "mem_alloc", "mem_free", "memcpy_htod",
+    "memcpy_dtoh", "module_load", "module_unload", "module_function", "launch",
+    "stream_create", "stream_destroy", "stream_synchronize", "event_create", "event_destroy",
+    "event_record", "event_query", "memset",
+]  # fmt: skip
+MINOR = {e: (1 if 12 <= i <= 18 else 2 if e == "memset" else 0) for i, e in enumerate(ENTRIES)}
+STREAM_ENTRIES = ENTRIES[12:19]
+
+
+def present(conf: dict[str, Any], entry: str) -> bool:
+    """The ABI's rule for one entry: the backend's minor has it, it lies inside struct_size,
+    and it is not NULL."""
+    end = HEADER + 8 * (ENTRIES.index(entry) + 1)
+    return (
+        conf["minor"] >= MINOR[entry]
+        and end <= conf["size"]
+        and entry not in conf["null"].split(",")
+    )
+
+
+def device_caps(conf: dict[str, Any]) -> int:
+    native = bool(conf["caps"] & STREAMS) and all(present(conf, e) for e in STREAM_ENTRIES)
+    memset = bool(conf["caps"] & MEMSET) and present(conf, "memset")
+    return (
+        (STREAMS if native else EMULATED) | (MEMSET if memset else 0) | (conf["caps"] & THREADSAFE)
+    )
+
+
+PROGRAM = """
+import struct, json
+assert hal.init() == 0, hal.last_error()
+out["caps"] = hal.devices()[0]["caps"]
+st, m = hal.module_load(0, KERNELS)
+st, f = hal.module_function(m, "affine")
+bufs = {}
+res = []
+streams = {0: 0}
+for op in json.loads(OPS):
+    if op[0] == "stream":
+        st, s = hal.stream_create(0); streams[op[1]] = s; res.append(st)
+    elif op[0] == "buf":
+        st, b = hal.mem_alloc(0, 4 * op[2]); bufs[op[1]] = (b, op[2])
+        res.append(hal.memcpy_htod(b, 0, struct.pack(f"<{op[2]}i", *op[3])))
+    elif op[0] == "launch":
+        b, n = bufs[op[1]]
+        res.append(hal.launch(f, (1, 1, 1), (op[5], 1, 1), [("mem", b), ("i32", n), ("i32", op[3]), ("i16", op[4]), ("u8", 0)], streams[op[2]]))
+    elif op[0] == "memset":
+        b, n = bufs[op[1]]
+        res.append(hal.memset(b, 0, 0, 4 * n))
+    elif op[0] == "event":
+        st, e = hal.event_create(0)
+        res.append([st, hal.event_record(e, streams[op[1]]), hal.event_query(e), hal.event_synchronize(e), hal.event_destroy(e)])
+    elif op[0] == "sync":
+        res.append(hal.stream_synchronize(streams[op[1]]))
+out["res"] = res
+out["final"] = {k: list(struct.unpack(f"<{n}i", hal.memcpy_dtoh(b, 0, 4 * n)[1])) for k, (b, n) in bufs.items()}
+out["shutdown"] = hal.shutdown()
+"""
+
+
+def random_program(r: Any) -> tuple[list[Any], dict[str, list[int]]]:
+    """Buffers, streams, affine launches (order matters), memsets, events (`expected` gives
+    the results and the final contents)."""
+    ops: list[Any] = []
+    model: dict[str, list[int]] = {}
+    nstreams = r.randint(1, 3)
+    for s in range(1, nstreams + 1):
+        ops.append(["stream", s])
+    for b in range(r.randint(1, 3)):
+        n = r.randint(1, 40)
+        vals = [r.randint(-50, 50) for _ in range(n)]
+        ops.append(["buf", f"b{b}", n, vals])
+        model[f"b{b}"] = list(vals)
+    # One buffer per stream (work on different streams is unordered): buffer b on stream s(b).
+    home = {b: r.randint(0, nstreams) for b in model}
+    for _ in range(r.randint(4, 14)):
+        roll = r.random()
+        b = r.choice(list(model))
+        if roll < 0.7:
+            mul, add = r.randint(-3, 3), r.randint(-20, 20)
+            ops.append(["launch", b, home[b], mul, add, r.randint(1, 9)])
+        elif roll < 0.8:
+            ops.append(["memset", b])
+        elif roll < 0.9:
+            ops.append(["event", r.randint(0, nstreams)])
+        else:
+            ops.append(["sync", r.randint(0, nstreams)])
+    b = r.choice(list(model))
+    ops += [
+        ["launch", b, nstreams, 2, 1, 3],
+        ["memset", b],
+        ["event", nstreams],
+    ]  # every kind, always
+    return ops, model
+
+
+def expected(ops: list[Any], caps: int) -> tuple[list[Any], dict[str, list[int]]]:
+    res: list[Any] = []
+    mem: dict[str, list[int]] = {}
+    for op in ops:
+        if op[0] == "stream":
+            res.append(0)
+        elif op[0] == "buf":
+            mem[op[1]] = list(op[3])
+            res.append(0)
+        elif op[0] == "launch":
+            mem[op[1]] = [(v * op[3] + op[4] + 2**31) % 2**32 - 2**31 for v in mem[op[1]]]
+            res.append(0)
+        elif op[0] == "memset":
+            if caps & MEMSET:
+                mem[op[1]] = [0] * len(mem[op[1]])
+            res.append(0 if caps & MEMSET else NOT_SUPPORTED)
+        elif op[0] == "event":
+            res.append([0, 0, 0, 0, 0])
+        else:
+            res.append(0)
+    return res, mem
+
+
+def random_table(r: Any, style: str) -> dict[str, Any]:
+    """A table of one style: "short" (a new minor whose struct_size ends before some of its
+    entries), "old" (an old minor in a table long enough for newer entries: the slots hold
+    garbage), or "any"."""
+    if style == "short":
+        minor = r.choice([1, 2, 2, 3])
+        size = r.randrange(120, {1: 176}.get(minor, 184), 8)
+    elif style == "old":
+        minor = r.choice([0, 0, 1])
+        size = r.choice([184, 192, 256, r.randrange(176, 264, 8)])
+    else:
+        minor = r.choice([0, 1, 2, 2, 3, 6])
+        natural = {0: 120, 1: 176}.get(minor, 184)
+        size = r.choice([natural, natural, 120, 176, 184, 200, r.randrange(120, 264, 8)])
+    caps = r.randrange(8) | (r.random() < 0.85 and style != "any") * (STREAMS | MEMSET)
+    null = [e for e in STREAM_ENTRIES + ["memset"] if r.random() < 0.12]
+    return {"minor": minor, "size": size, "caps": caps, "null": ",".join(null)}
+
+
+@pytest.mark.kata_gate(
+    "a backend table of a random minor, size, capabilities and NULL entries gets capabilities, "
+    "calls or results the ABI's rules do not give"
+)
+def test_negotiate_random_tables_against_the_rules(
+    hal: Any, built: Any, backends: Any, tmp_path: Path
+) -> None:
+    r = random_for("tables")
+    for trial, style in enumerate(["short", "short", "old", "old", "any", "any"]):
+        conf = random_table(r, style)
+        log = tmp_path / f"log{trial}"
+        d = backends({"libhal_p.so": (built.probe, {"name": "p", "log": log, **conf})}, f"t{trial}")
+        ops, _ = random_program(r)
+        caps = device_caps(conf)
+        script = (
+            f"KERNELS = {str(built.kernels)!r}\nOPS = {json.dumps(json.dumps(ops))}\n" + PROGRAM
+        )
+        out = hal(script, [d])
+        what = f"a table of minor {conf['minor']}, {conf['size']} bytes, caps {conf['caps']}, NULL: [{conf['null']}]"
+        assert out["caps"] == caps, (
+            f"{what}: the device's negotiated caps should be {caps}, got {out['caps']}"
+        )
+        lines = log.read_text().splitlines()
+        trips = [ln for ln in lines if " tripwire " in ln]
+        assert not trips, f"{what}: the core called slots that are not in the table: {trips[:3]}"
+        called = {ln.split()[3] for ln in lines if ln.split()[2] == "call"} | {
+            "launch" for ln in lines if ln.endswith("call launch_stream")}  # fmt: skip
+        absent = sorted(e for e in called if e in ENTRIES and not present(conf, e))
+        assert not absent, f"{what}: absent entries were called: {absent}"
+        if not caps & STREAMS:
+            streamy = sorted(called & (set(STREAM_ENTRIES) | {"launch_stream"}))
+            assert not streamy, f"{what}: emulated streams, yet the backend got {streamy}"
+        want_res, want_mem = expected(ops, caps)
+        for i, (op, got, want) in enumerate(zip(ops, out["res"], want_res, strict=True)):
+            assert got == want, (
+                f"{what}: call {i} of the program ({op[0]} {op[1:3]}): expected {want}, got {got}"
+            )
+        assert out["final"] == want_mem, (
+            f"{what}: buffers after the program differ from in-order execution"
+        )
+
+
+@pytest.mark.kata_gate(
+    "a backend built against the previous header (ABI 1.0) has its table read past its end or is granted what it only claims"
+)
+def test_negotiate_previous_header_on_random_programs(hal: Any, built: Any, backends: Any) -> None:
+    r = random_for("legacy")
+    d = backends({"libhal_legacy.so": (built.legacy, None)})
+    for _ in range(2):
+        ops, _ = random_program(r)
+        script = (
+            f"KERNELS = {str(built.kernels)!r}\nOPS = {json.dumps(json.dumps(ops))}\n" + PROGRAM
+        )
+        try:
+            out = hal(script, [d])
+        except AssertionError as e:
+            if "past the end of a 1.0 table" in getattr(e, "stderr", ""):
+                raise AssertionError(
+                    "the core called an entry past the end of a 1.0 backend's 120-byte table"
+                ) from None
+            raise
+        assert out["caps"] == EMULATED, (
+            f"a 1.0 table (claims streams and memset): device caps {out['caps']}, expected {EMULATED}"
+        )
+        want_res, want_mem = expected(ops, EMULATED)
+        assert out["res"] == want_res, (
+            f"results on the 1.0 backend: expected {want_res}, got {out['res']}"
+        )
+        assert out["final"] == want_mem, (
+            "buffers after the program on the 1.0 backend differ from in-order execution"
+        )
+        assert out["shutdown"] == 0, "hal_shutdown of a 1.0 backend"
+
+
+def test_negotiate_newer_minor_backend_works(
+    hal: Any, built: Any, backends: Any, tmp_path: Path
+) -> None:
+    """A backend built against a newer minor (3, a bigger table): the core uses what it knows."""
+    log = tmp_path / "log"
+    d = backends(
+        {
+            "libhal_new.so": (
+                built.probe,
+                {"name": "new", "minor": 3, "size": 232, "caps": 3, "log": log},
+            )
+        }
+    )
+    ops = [
+        ["stream", 1],
+        ["buf", "b0", 5, [1, 2, 3, 4, 5]],
+        ["launch", "b0", 1, 2, 1, 2],
+        ["memset", "b0"],
+        ["event", 1],
+    ]
+    out = hal(
+        f"KERNELS = {str(built.kernels)!r}\nOPS = {json.dumps(json.dumps(ops))}\n" + PROGRAM, [d]
+    )
+    assert out["caps"] == STREAMS | MEMSET, (
+        f"a minor 3 table of 232 bytes: caps {out['caps']}, expected 3"
+    )
+    assert out["final"] == {"b0": [0] * 5} and out["res"][3] == 0, out
+    assert not [ln for ln in log.read_text().splitlines() if " tripwire " in ln], (
+        "slots past the known entries were called"
+    )
+
+
+def test_negotiate_priority_ties_keep_discovery_order(hal: Any, built: Any, backends: Any) -> None:
+    r = random_for("ties")
+    prios = [r.choice([1, 5]) for _ in range(4)]
+    spec = {
+        f"libhal_{chr(97 + i)}.so": (built.probe, {"name": f"n{i}", "priority": p, "devices": 2})
+        for i, p in enumerate(prios)
+    }
+    d = backends(spec)
+    out = hal(
+        "assert hal.init() == 0\nout['d'] = [(x['backend'], x['backend_device']) for x in hal.devices()]",
+        [d],
+    )
+    want = [[f"n{i}", k] for _, i in sorted((-p, i) for i, p in enumerate(prios)) for k in range(2)]
+    assert out["d"] == want, f"devices for priorities {prios}: expected {want}, got {out['d']}"
+    assert struct.calcsize("<i") == 4, "the test's own packing"
