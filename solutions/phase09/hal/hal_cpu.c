@@ -1,6 +1,5 @@
 // hal_cpu.c: the CPU backend (reference). Device memory is host memory; a module is a shared
 // library of hal_cpu_kernel functions; a launch calls the kernel once per thread of the grid.
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

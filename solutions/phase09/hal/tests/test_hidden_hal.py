@@ -56,8 +56,13 @@ def expected_status(kind: str, conf: dict[str, Any] | None) -> int:
     ]
 
 
+FORCED = [("nosym", None), ("garbage", None), ("major", None), ("initfail", None),
+          ("probe", {"major": 2}), ("probe", {"size": 64}), ("probe", {"entry": "null"}),
+          ("probe", {"init": "fail"}), ("probe", {"init": "crash"}), ("probe", {"minor": 0})]  # fmt: skip
+
+
 def random_backend_set(
-    r: random.Random, built: Any, root: Path, log: Path
+    r: random.Random, built: Any, root: Path, log: Path, force: bool = False
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """Directories of random backends; the KATA_HAL_PATH entries and the candidates in the order
     the loader must find them: [{path, kind, conf}]."""
@@ -69,21 +74,26 @@ def random_backend_set(
     for d in dirs:
         d.mkdir(parents=True)
         files = {}
-        for _ in range(r.randint(1, 4)):
+        forced = list(FORCED) if force and d == dirs[0] else []  # every fault, once per run
+        for _ in range(r.randint(1, 4) + len(forced)):
             serial += 1
             stem = "".join(
                 r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(1, 6))
             ) + str(serial)
             fname = f"libhal_{stem}.so"
             roll = r.random()
-            if roll < 0.12:
-                kind = r.choice(["nosym", "garbage", "major", "initfail", "crash"])
+            if forced and forced[0][1] is None:
+                kind, conf = forced.pop(0)[0], None
+            elif roll < 0.12 and not forced:
+                kind = r.choice(["nosym", "garbage", "major", "initfail"])  # crashes: logged probes
                 conf = None
             else:
                 kind = "probe"
                 conf = {"name": f"p{serial}", "devices": r.randint(0, 3), "priority": r.choice([-5, 0, 3, 3, 10]),
                         "log": str(log)}  # fmt: skip
-                fault = r.random()
+                fault = r.random() if not forced else 1.0
+                if forced:
+                    conf.update(forced.pop(0)[1])
                 if fault < 0.08:
                     conf["major"] = r.choice([0, 2, 3, 255])
                 elif fault < 0.14:
@@ -199,6 +209,13 @@ def run_with_crashers(hal: Any, script: str, path: Any, log: Path) -> dict[str, 
 
 
 LOADER_SCRIPT = """
+import threading
+early = {}
+def before():
+    early["st"] = [hal.shutdown(), hal.device_count()[0]]
+    early["last"] = hal.last_error()
+t = threading.Thread(target=before); t.start(); t.join()
+out["early"] = early
 out["init"] = hal.init()
 out["last"] = hal.last_error()
 if out["init"] == 0:
@@ -217,8 +234,12 @@ def test_loader_random_backend_sets(hal: Any, built: Any, tmp_path: Path) -> Non
     for trial in range(5):
         root = tmp_path / f"t{trial}"
         log = root / "log"
-        entries, order = random_backend_set(r, built, root, log)
+        entries, order = random_backend_set(r, built, root, log, force=trial == 0)
         out = run_with_crashers(hal, LOADER_SCRIPT, ":".join(entries), log)
+        assert out["early"]["st"] == [S["NOT_INITIALIZED"]] * 2 and out["early"]["last"], (
+            f"hal_shutdown and hal_device_count before hal_init: NOT_INITIALIZED, with hal_last_error "
+            f"saying so in that thread: {out['early']}"
+        )
         want_status = [expected_status(c["kind"], c["conf"]) for c in order]
         if all(s != 0 for s in want_status):
             assert out["init"] == S["NO_BACKEND"], (
@@ -421,7 +442,16 @@ def ref(r):
     if k == "dead": return dead[r[1] % len(dead)] if dead else 0
     if k == "zero": return 0
     if k == "bogus": return (max(seen) if seen else 0) + r[1]
-for op in ops:
+import threading
+def run_op(op):
+    box = {}
+    def body():
+        n0 = len(res)
+        step(op)
+        box["last"] = hal.last_error() if res[n0][0] != 0 else ""
+    t = threading.Thread(target=body); t.start(); t.join()
+    res[-1].append(box.get("last", ""))
+def step(op):
     name = op[0]
     if name == "alloc":
         st, h = hal.mem_alloc(op[1], op[2])
@@ -458,6 +488,8 @@ for op in ops:
         res.append([hal.event_query(ref(op[1])), None])
     elif name == "sync":
         res.append([hal.stream_synchronize(ref(op[1]) if op[1] else 0), None])
+for op in ops:
+    run_op(op)
     with open(PROGRESS, "a") as f:
         f.write(json.dumps(res[-1]) + "\n")
 out["res"] = res
@@ -584,6 +616,9 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
             if style < 0.6:
                 off = r.randint(0, size)
                 n = r.randint(0, size - off)
+            elif style < 0.7:
+                off = r.randint(0, size - 1)
+                n = r.randint(0, min(2, size - off))  # tiny copies: 0, 1, 2 bytes
             elif style < 0.8:
                 off = r.randint(0, size)
                 n = size - off + r.randint(1, 16)
@@ -598,6 +633,8 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
                 ops.append(["memset", h, off, r.randrange(256), n])
             elif what == "htod":
                 ops.append(["htod", h, off, min(n, 1 << 16), r.randrange(256)])
+                if r.random() < 0.5:  # read it back at once
+                    ops.append(["dtoh", h, off, min(n, 1 << 16)])
             else:
                 ops.append(["dtoh", h, off, min(n, 1 << 16)])
         elif roll < 0.8:
@@ -649,10 +686,13 @@ def check_sequence(
     ops: list[list[Any]], res: list[list[Any]], model: Model, where: str = ""
 ) -> None:
     handed: list[int] = []
-    for i, (op, (st, extra)) in enumerate(zip(ops, res, strict=False)):
+    for i, (op, (st, extra, last)) in enumerate(zip(ops, res, strict=False)):
         want, data = model.step(op)
         ctx = f"call {i} of a random program {where}({op[0]}{tuple(op[1:])}; the calls before it: {ops[max(0, i - 4) : i]})"
         assert st == want, f"{ctx}: expected {NAME.get(want)}, got {NAME.get(st, st)}"
+        assert st == 0 or last, (
+            f"{ctx}: it failed ({NAME.get(st)}) but hal_last_error in its thread is empty"
+        )
         if op[0] in ("alloc", "stream", "event") and st == 0:
             assert extra not in handed and extra != 0, (
                 f"{ctx}: handle {extra} was handed out before (or is 0)"
@@ -717,6 +757,10 @@ out["res"] = res
 """
 
 
+@pytest.mark.kata_gate(
+    "launches of random 3-D grids and blocks with arguments of every size give results other than "
+    "the kernel's, run once per thread"
+)
 def test_cpu_random_launches(hal: Any, built: Any, backends: Any) -> None:
     r = random_for("launches")
     cases, wants = [], []
@@ -779,6 +823,9 @@ def test_cpu_random_launches(hal: Any, built: Any, backends: Any) -> None:
             )
 
 
+@pytest.mark.kata_gate(
+    "vadd_demo under AddressSanitizer finds a memory error or a leak in the core"
+)
 def test_cpu_vector_add_under_asan(c_program: Any, built: Any, backends: Any) -> None:
     from harness.native.isolate import asan_runtime
 
