@@ -580,6 +580,43 @@ def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
     assert x0 <= min(lx) + tol and x2 >= max(lx) - tol, "the roof spans every kernel"
 
 
+@pytest.mark.kata_gate(
+    "roofline_svg draws the kernels' dots out of order (a kernel of higher arithmetic "
+    "intensity not to the right of one of lower, or of higher FLOP/s not above), on random "
+    "machines and kernels"
+)
+def test_roofline_svg_dots_follow_their_kernels(roofline: Any) -> None:
+    """Each kernel's dot at its own (intensity, performance): whatever the scale, the dots'
+    x order is the kernels' intensity order and their y order (pixels grow downwards) the
+    reverse of their performance order. Machines and kernels drawn fresh each run."""
+    rng = random.Random(seeded("roofline svg dots"))
+    for _ in range(6):
+        peak, bw = 10 ** rng.uniform(9, 14), 10 ** rng.uniform(9, 12)
+        kernels = []
+        for i in range(rng.randrange(2, 7)):
+            ai = peak / bw * 10 ** rng.uniform(-3, 3)
+            achieved = min(peak, ai * bw) * 10 ** rng.uniform(-2, 0)
+            kernels.append(roofline.Kernel(f"k{i}", achieved, achieved / ai, 1.0))
+        _, dots, _ = svg_geometry(roofline.roofline_svg(peak, bw, kernels))
+        assert len(dots) == len(kernels), (
+            f"roofline_svg drew {len(dots)} kernel dots for {len(kernels)} kernels"
+        )
+        for a, b in ((a, b) for a in range(len(kernels)) for b in range(len(kernels))):
+            ka, kb = kernels[a], kernels[b]
+            if ka.ai > kb.ai * 1.05:
+                assert dots[a][0] > dots[b][0], (
+                    f"roofline_svg({peak:.3g}, {bw:.3g}): {ka.name} ({ka.ai:.3g} FLOP/B) is drawn "
+                    f"at x={dots[a][0]}, not right of {kb.name} ({kb.ai:.3g} FLOP/B) at "
+                    f"x={dots[b][0]}"
+                )
+            if ka.achieved > kb.achieved * 1.05:
+                assert dots[a][1] < dots[b][1], (
+                    f"roofline_svg({peak:.3g}, {bw:.3g}): {ka.name} ({ka.achieved:.3g} FLOP/s) is "
+                    f"drawn at y={dots[a][1]}, not above {kb.name} ({kb.achieved:.3g} FLOP/s) at "
+                    f"y={dots[b][1]}"
+                )
+
+
 def test_roofline_svg_escapes_kernel_names(roofline: Any) -> None:
     """Shortcut: names pasted into the SVG unescaped: fine for the public "triad", broken XML
     (or injected markup) for a kernel called `a<b & "c"`."""
