@@ -65,6 +65,28 @@ def test_namespaces_subsets(run: Any, spec: Any, host: Any, asked: tuple[str, ..
         )
 
 
+@pytest.mark.kata_gate(
+    "in the container's user namespace root is not the host's root: uid_map and gid_map must "
+    "map ids 0.. to the host's 0.. over the whole range (0 0 4294967295), so id -u and id -g "
+    "say 0 (namespace sets drawn at random, the user namespace among them)"
+)
+def test_namespaces_user_ids_are_mapped_whole(run: Any, spec: Any, host: Any) -> None:
+    """write_id_maps, checked for both maps and both ids, on namespace sets drawn fresh each
+    run: an unmapped id reads as the overflow id 65534 inside, and a map of a single id (or
+    a uid map without the gid map) leaves every other id unmapped."""
+    others = ["pid", "mount", "uts", "ipc", "network"]
+    for _ in range(2):
+        asked = ("user", *rng.sample(others, rng.randrange(len(others) + 1)))
+        script = "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map"
+        r = ok(run(spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked)))
+        got = [" ".join(line.split()) for line in r.lines]
+        want = ["0", "0", "0 0 4294967295", "0 0 4294967295"]
+        assert got == want, (
+            f"write_id_maps, namespaces {asked}: id -u, id -g, uid_map and gid_map inside read "
+            f"{got}, expected {want}"
+        )
+
+
 def test_namespaces_ipc_objects_stay_on_the_host(run: Any, spec: Any, host: Any) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     key = rng.randrange(1 << 20, 1 << 30)
