@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .faults import NativeFault
+
 
 class KataTodo(NotImplementedError):
     """Raised by learner stubs that are not written yet; shown as "not started", not as a failure."""
@@ -12,4 +14,4 @@ def todo(what: str = "") -> None:
     raise KataTodo(what or "not implemented yet")
 
 
-__all__ = ["KataTodo", "todo"]
+__all__ = ["KataTodo", "NativeFault", "todo"]

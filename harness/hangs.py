@@ -169,6 +169,8 @@ def _write_slot() -> None:
     if _SLOT is None:
         return
     slot: dict[str, Any] = {}
+    if _test["active"] and _test["deadline"]:
+        slot["deadline"] = _test["deadline"]  # the parent's kill waits for the child's own limit
     if _STACK:
         slot["running"] = list(_STACK[-1])
     if _last["hang"] is not None:
@@ -178,6 +180,22 @@ def _write_slot() -> None:
         data = b""
     _SLOT[:4] = len(data).to_bytes(4, "little")
     _SLOT[4 : 4 + len(data)] = data
+
+
+def slot_deadline() -> float | None:
+    """The time.monotonic() end of the test a child of this process is running (its own alarm's
+    deadline: a loaded machine may start the test later than the parent sent it), or None when
+    no test is running there. CLOCK_MONOTONIC is one clock for every process of the machine."""
+    if _SLOT is None:
+        return None
+    n = int.from_bytes(_SLOT[:4], "little")
+    if not 0 < n <= SLOT_BYTES - 4:
+        return None
+    try:
+        deadline = json.loads(_SLOT[4 : 4 + n]).get("deadline")
+    except (ValueError, AttributeError):
+        return None
+    return float(deadline) if isinstance(deadline, int | float) else None
 
 
 def read_slot() -> tuple[tuple[str, str, str] | None, Hang | None]:

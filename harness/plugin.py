@@ -848,6 +848,14 @@ def _is_build_error(exc: BaseException) -> bool:
     )
 
 
+def _is_native_fault(exc: BaseException) -> bool:
+    """The learner's native code failed (harness.NativeFault: a Rust panic a given wrapper
+    raised, harness.native's NativeCrash); by name, as _is_build_error."""
+    return any(
+        c.__name__ == "NativeFault" and c.__module__ == "harness.faults" for c in type(exc).__mro__
+    )
+
+
 def _in_harness(path: Path) -> bool:
     """A frame of the harness itself (harness/plugin.py shares its name with a kata's plugin.py)."""
     try:
@@ -864,6 +872,9 @@ def _raised_in(exc: BaseException, learner: set[str]) -> str:
     if isinstance(exc, BaseExceptionGroup):
         inner = [_raised_in(e, learner) for e in exc.exceptions]
         return inner[0] if inner and all(inner) else ""
+    if _is_native_fault(exc) and not isinstance(exc, hangs.Overrun):
+        first = str(exc).strip().splitlines()
+        return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
     where = ""
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         path = Path(frame.f_code.co_filename)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import hangs
+from harness.faults import NativeFault
 from harness.native.diagnostics import trim_sanitizer_report
 from harness.toolchain import find_tool
 
@@ -37,7 +38,7 @@ __all__ = [
 _HARNESS_PARENT = str(Path(__file__).resolve().parents[2])  # so the child can import harness
 
 
-class NativeCrash(Exception):
+class NativeCrash(NativeFault):
     """The child died (signal, sanitizer abort, timeout) before returning a result.
 
     `str(err)` is short feedback (the sanitizer's headline and first frames, or the signal);

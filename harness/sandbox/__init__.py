@@ -13,6 +13,8 @@ namespace), :mod:`.guard` (tamper check), :mod:`.native_crash` (which C function
 from __future__ import annotations
 
 import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +33,7 @@ from ..api import (
 from . import messages, secrets
 from .child import Child, ChildGone, ChildSpec, Outcome
 from .limits import Limits, isolation_notes
+from .native_crash import CRASH_SIGNALS, native_sites, pick_site
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -140,6 +143,7 @@ class Sandbox:
                 secrets=secret_paths,
                 nodeids=self._nodeids(item.session, kata_dir),
                 keep_caps=info.manifest.keep_capabilities,
+                learner=frozenset(Path(f).name for f in info.manifest.files),
             )
             try:
                 child = self.child = Child(item.session, spec)
@@ -199,8 +203,11 @@ def _failure_report(item: pytest.Item, info: KataItemInfo, outcome: Outcome) -> 
         info.hidden,
         message=outcome.failure,
         sandbox=outcome.kind,
-        gate=info.gate,  # a crash or hang fails a gate as surely as a wrong answer
+        gate=info.gate,  # a hang (or os._exit) fails a gate as surely as a wrong answer
         hang=outcome.hang,
+        # A crash in the learner's native code is an honest mistake, like an exception of their
+        # Python: it fails the test, never the gate's property.
+        raised=native_crash_in_learner_code(outcome, info),
     )
     report = TestReport(
         item.nodeid,
@@ -216,6 +223,21 @@ def _failure_report(item: pytest.Item, info: KataItemInfo, outcome: Outcome) -> 
     )
     rec.attach(report)
     return report
+
+
+def native_crash_in_learner_code(outcome: Outcome, info: KataItemInfo) -> str:
+    """ "SIGSEGV in allocator.c:42 (in arena_alloc)" when the child died by a crash signal in
+    native code of the learner's (the innermost frame of a kata library that is not a system
+    one, resolved to one of the kata's `files`, or unresolved: no addr2line, no debug info);
+    "" for anything else: a hang, os._exit, a signal sent from Python (no native frame), a
+    crash in given or test code."""
+    if outcome.kind != "crash" or outcome.signal not in CRASH_SIGNALS:
+        return ""
+    learner = {Path(f).name for f in info.manifest.files}
+    site = pick_site(native_sites(outcome.fault), learner)
+    if site is None or (site.file and site.file not in learner):
+        return ""
+    return f"{signal.Signals(outcome.signal).name} in {site.text()}"
 
 
 # --------------------------------------------------------------------------- in the child

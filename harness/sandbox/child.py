@@ -40,6 +40,7 @@ from .native_crash import signal_from_note
 
 MAX_FRAME = 32 << 20
 GRACE_S = 0.5
+MAX_LAG_S = 5.0  # how much later than sent a test may start in a child on a loaded machine
 SECTION_LIMIT = 64 << 10  # captured output kept per report section
 _ids = count()
 
@@ -192,6 +193,7 @@ class ChildSpec:
     secrets: list[str]
     nodeids: set[str]
     keep_caps: tuple[str, ...] = ()  # the kata's [sandbox] keep_capabilities
+    learner: frozenset[str] = frozenset()  # the names of the learner's files (kata.toml `files`)
 
 
 @dataclass
@@ -203,6 +205,8 @@ class Outcome:
     kind: str = ""  # "timeout", "crash", "memory", "tampered", "exit"
     wall_s: float = 0.0
     hang: hangs.Hang | None = None  # the learner code that was running when it timed out
+    signal: int = 0  # the signal the child died by (a crash), 0 when it did not
+    fault: str = ""  # what the child's crash handler and faulthandler wrote as it died
 
 
 class Child:
@@ -306,6 +310,13 @@ class Child:
         # Python loop; the parent's deadline, a little later, catches everything else.
         grace = min(2.0, max(GRACE_S, 0.1 * limit))  # a loaded machine replies late
         frame = self._read(start + limit + grace if limit > 0 else float("inf"))
+        if frame == "timeout":
+            # A loaded machine may start the test in the child later than it was sent: the
+            # child's own alarm is due at its deadline, so wait for that (at most MAX_LAG_S
+            # later: the slot is in the child's memory, and learner code could write to it).
+            late = self._child_deadline(start + limit)
+            if late is not None:
+                frame = self._read(late + grace)
         wall = time.monotonic() - start
         if frame == "timeout":
             # What the child was stuck in (native code, a swallowed alarm), or what it had
@@ -324,7 +335,9 @@ class Child:
                 text = hang.cause
             return Outcome(failure=text, kind="timeout", wall_s=wall, hang=hang)
         if frame is None:
-            return Outcome(failure=self._death_message(None), kind="crash", wall_s=wall)
+            failure = self._death_message(None)
+            sig, fault = self.death
+            return Outcome(failure=failure, kind="crash", wall_s=wall, signal=sig, fault=fault)
         if not isinstance(frame, dict) or frame.get("token") != token:
             self.stop(kill=True)
             return Outcome(
@@ -345,6 +358,14 @@ class Child:
         if frame.get("retire"):
             self.stop()  # it ends itself: the next test gets a fresh child
         return Outcome(reports=frame["reports"], wall_s=wall)
+
+    def _child_deadline(self, due: float) -> float | None:
+        """When the child's own limit of the running test ends, if later than `due` (and never
+        more than MAX_LAG_S later); None when there is nothing more to wait for."""
+        deadline = hangs.slot_deadline()
+        if deadline is None or deadline <= due:
+            return None
+        return min(deadline, due + MAX_LAG_S)
 
     # ----------------------------------------------------------------- ending
     def _wait(self, timeout: float = 5.0) -> int | None:
@@ -374,6 +395,7 @@ class Child:
         return out.decode(errors="replace")
 
     def _death_message(self, frame: Any) -> str:
+        self.death: tuple[int, str] = (0, "")  # (signal, fault text) of a child that crashed
         status = self._wait()
         oom = self.cgroup.oom_killed()
         peak = self.cgroup.peak_bytes()
@@ -390,7 +412,8 @@ class Child:
                 sig = signal_from_note(fault) or sig
             if oom or (sig == 9 and peak and peak >= (self.spec.limits.memory_mb << 20) * 0.95):
                 return messages.memory(self.spec.limits.memory_mb, peak=peak or 0)
-            native = _native_site(fault)
+            self.death = (sig, fault)
+            native = _native_site(fault, self.spec.learner)
             site = messages.crash_site(fault, self.spec.kata_dir, native)
             return messages.killed(sig, site)
         code = os.WEXITSTATUS(status)
@@ -425,7 +448,7 @@ class Child:
         self._close()
 
 
-def _native_site(fault: str) -> str:
+def _native_site(fault: str, learner: frozenset[str]) -> str:
     from .native_crash import site_from_note
 
-    return site_from_note(fault)
+    return site_from_note(fault, set(learner))

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 _SA_SIGINFO, _SA_RESETHAND, _SA_ONSTACK = 0x4, 0x80000000, 0x08000000
@@ -52,6 +53,10 @@ class _Sigaction(ctypes.Structure):
 
 
 _keep: list[object] = []  # the callback must outlive every call into C
+# The signals of code that crashed: a fault, or abort() (a failed C assert, a corrupted heap, a
+# Rust panic that cannot unwind through `extern "C"`).
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT)
+MAX_FRAMES = 8
 
 
 def _learner_library(path: str) -> bool:
@@ -86,6 +91,7 @@ def install(fault_fd: int) -> bool:
                 pcs.append((ctypes.c_void_p.from_address(context + _RIP_OFFSET).value, True))
             n = libc.backtrace(frames, 64)
             pcs += [(frames[i], False) for i in range(n)]
+            written = 0
             for pc, exact in pcs:
                 if not pc or not libc.dladdr(pc, ctypes.byref(info)):
                     continue
@@ -94,14 +100,16 @@ def install(fault_fd: int) -> bool:
                     offset = pc - (info.dli_fbase or 0) - (0 if exact else 1)
                     sym = (info.dli_sname or b"?").decode(errors="replace")
                     os.write(fault_fd, f"native-frame: {lib}|{offset:#x}|{sym}\n".encode())
-                    break
+                    written += 1
+                    if written == MAX_FRAMES:  # the innermost few: a panic's runtime, then yours
+                        break
             faulthandler.dump_traceback(file=_Fd(fault_fd), all_threads=False)
         except BaseException:
             pass
 
     callback = _HANDLER(handler)
     _keep.append((callback, frames, info, libc))
-    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL):
+    for sig in CRASH_SIGNALS:
         act = _Sigaction()
         act.sa_sigaction = callback
         act.sa_flags = _SA_SIGINFO | _SA_RESETHAND
@@ -120,17 +128,36 @@ class _Fd:
 _NOTE = re.compile(r"^native-frame: (?P<lib>[^|]+)\|(?P<off>0x[0-9a-f]+)\|(?P<sym>.*)$", re.M)
 
 
-def site_from_note(fault: str) -> str:
-    """ "allocator.c:42 (in arena_alloc)" from the child's note, or "" when there is none."""
-    m = _NOTE.search(fault)
-    if not m:
-        return ""
-    lib, sym = Path(m["lib"]), m["sym"]
+@dataclass(frozen=True)
+class NativeSite:
+    """One native frame of a crash, resolved: its source file's name, line and function."""
+
+    library: str  # the shared library's file name
+    file: str  # the source file's name ("" when addr2line cannot tell)
+    line: str
+    function: str
+
+    def text(self) -> str:
+        """ "allocator.c:42 (in arena_alloc)", "allocator.c (in arena_alloc)", "f() in lib.so"."""
+        if not self.file:
+            return f"{self.function}() in {self.library}"
+        if self.line in ("", "?", "0"):
+            return f"{self.file} (in {self.function})"
+        return f"{self.file}:{self.line} (in {self.function})"
+
+
+def native_sites(fault: str) -> list[NativeSite]:
+    """The child's noted frames in non-system libraries, innermost first, resolved with
+    addr2line where it is installed (kata libraries are built with ``-g``)."""
+    return [_resolve(Path(m["lib"]), m["off"], m["sym"]) for m in _NOTE.finditer(fault)]
+
+
+def _resolve(lib: Path, offset: str, sym: str) -> NativeSite:
     addr2line = shutil.which("addr2line")
     if addr2line and lib.is_file():
         try:
             out = subprocess.run(
-                [addr2line, "-f", "-e", str(lib), m["off"]],
+                [addr2line, "-f", "-e", str(lib), offset],
                 capture_output=True,
                 text=True,
                 timeout=10,
@@ -141,13 +168,19 @@ def site_from_note(fault: str) -> str:
         if len(out) >= 2 and not out[1].startswith("??"):
             func = out[0] if out[0] != "??" else sym
             file, _, line = out[1].partition(":")
-            line = line.split(" ", 1)[0]
-            return (
-                f"{Path(file).name}:{line} (in {func})"
-                if line not in ("", "?", "0")
-                else (f"{Path(file).name} (in {func})")
-            )
-    return f"{sym}() in {lib.name}"
+            return NativeSite(lib.name, Path(file).name, line.split(" ", 1)[0], func)
+    return NativeSite(lib.name, "", "", sym)
+
+
+def pick_site(sites: list[NativeSite], learner: set[str] = frozenset()) -> NativeSite | None:
+    """The innermost frame in one of the `learner` source files, else the innermost frame."""
+    return next((s for s in sites if s.file in learner), sites[0] if sites else None)
+
+
+def site_from_note(fault: str, learner: set[str] = frozenset()) -> str:
+    """ "allocator.c:42 (in arena_alloc)" from the child's note, or "" when there is none."""
+    site = pick_site(native_sites(fault), learner)
+    return site.text() if site else ""
 
 
 def signal_from_note(fault: str) -> int | None:

@@ -15,12 +15,35 @@ pytest_plugins = ["pytester"]
 HANG_LIMIT_S = 300
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under xdist (`pytest -n 2`, what CI runs), hand each worker one test at a time: with the
+    longest tests first (below), a free worker always takes the longest test left, so the run
+    never ends with one worker finishing a multi-minute `kata verify` while the other idles.
+    (xdist's default sends each worker a quarter of the suite at once, in collection order.)"""
+    if getattr(config.option, "numprocesses", None) and config.option.maxschedchunk is None:
+        config.option.maxschedchunk = 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_expected_cost, reverse=True)  # stable: the rest keep their order
     if not config.pluginmanager.hasplugin("timeout"):
         return
     for item in items:
         if item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(HANG_LIMIT_S, method="thread"))
+
+
+def _expected_cost(item: pytest.Item) -> int:
+    """How long a test takes, roughly, for the order: a kata's `kata verify` (minutes, one pytest
+    run for its reference, one for its stubs, one per shortcut) first, the most runs first;
+    every other test 0 (seconds)."""
+    callspec = getattr(item, "callspec", None)
+    if item.name.startswith("test_kata_verifies[") and callspec is not None:
+        kata_dir = Path(callspec.params["kata_dir"])
+        mirror = kata_dir.parents[2] / "solutions" / kata_dir.parent.name / kata_dir.name
+        shortcuts = mirror / "shortcuts"
+        return 2 + (sum(1 for d in shortcuts.iterdir() if d.is_dir()) if shortcuts.is_dir() else 0)
+    return 0
 
 
 DEMO_MANIFEST = """\

@@ -168,17 +168,18 @@ def test_a_spinning_kernel_waits_once_and_later_tests_fail_at_once(repo: KataRep
     result, wall = _run(repo)
     out = result.stdout.str()
     kata = _report(repo)["katas"][0]
-    # One launch limit, then at once (the module's load and the sandbox child's replies count
-    # too: 3.3-3.8 s in all at load 16-18 on 2 cores).
-    assert _spent(kata) < 2 + 2, f"{_spent(kata):.1f} s: one launch limit, then at once\n{out}"
     assert wall < WALL_SLACK_S
     tests = _tests(kata)
     assert len(tests) == N_TESTS
+    # One test waits for one launch limit; every later one fails at once, never launching (its
+    # message is the known hang's). Counted per test, not as a sum of wall times: on a loaded
+    # machine the module's load and the child's replies add seconds that say nothing of it.
     first, *rest = sorted(tests, key=lambda t: t["duration"], reverse=True)
     assert "spin: did not finish within" in first["message"], first["message"]
+    assert first["duration"] < 2 + 2, f"{first['duration']:.1f} s: one launch limit\n{out}"
     assert all(
         "kernel spin hung in test_one[0] (spin: did not finish" in t["message"] for t in rest
-    )
+    ), [t["message"] for t in rest]
     assert all(t["duration"] < 1.0 for t in rest), [t["duration"] for t in rest]
 
 

@@ -11,6 +11,7 @@ import base64
 import html
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -655,3 +656,137 @@ def test_gates_hold_in_grade_mode_from_the_encrypted_bundle(repo: KataRepo, tmp_
     add = next(t for t in last_run(learner).katas[0].tasks if t.id == "add")
     assert add.gate_reasons == [SENTENCE] and add.earned == 0
     assert f"gate: {SENTENCE}" in proc.stdout
+
+
+# --------------------------------------------------------------------------- native crashes
+NATIVE_MANIFEST = """\
+id = "cgated"
+title = "Gated C kata"
+phase = 1
+summary = "adds in C"
+languages = ["c"]
+files = ["calc.c"]
+time_limit = 20
+
+[[tasks]]
+id = "add"
+title = "Add two numbers"
+points = 10
+tests = ["test_add*"]
+"""
+
+NATIVE_CONFTEST = """\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def lib(kata):
+    from harness.native.fixtures import NativeBuilder
+
+    return NativeBuilder(kata.source, kata.search_path, ())("calc.c", declarations="int add(int, int);")
+"""
+
+NATIVE_PUBLIC = """\
+def test_add_example(lib):
+    assert lib.add(2, 3) == 5
+
+
+def test_add_zero(lib):
+    assert lib.add(0, 0) == 0
+"""
+
+NATIVE_HIDDEN = f"""\
+import pytest
+
+
+@pytest.mark.kata_gate("{SENTENCE}")
+def test_add_gate(lib):
+    assert lib.add(40, 2) == 42, "add(40, 2) should be 42"
+"""
+
+NATIVE_CALC = {
+    "segfault": "int add(int a, int b) {\n  if (a == 40) {\n    volatile int *p = 0;\n"
+    "    return *p;\n  }\n  return a + b;\n}\n",
+    "abort": "#include <stdlib.h>\n\nint add(int a, int b) {\n  if (a == 40)\n    abort();\n"
+    "  return a + b;\n}\n",
+    "wrong-answer": "int add(int a, int b) {\n  return a == 40 ? 5 : a + b;\n}\n",
+}
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize(
+    "case, mode",
+    [("segfault", "inline"), ("abort", "subprocess"), ("wrong-answer", "inline")],
+)
+def test_a_crash_in_the_learners_native_code_trips_no_gate(
+    repo: KataRepo, case: str, mode: str
+) -> None:
+    """A C function of the learner's that dies by SIGSEGV or SIGABRT (cffi-loaded, in the
+    sandbox child) fails the gate test with the signal and the function, like an exception of
+    the learner's Python: the test earns nothing, the task is not capped. The same kata whose C
+    returns a wrong answer on the gate's input is capped (the gate still works)."""
+    kata, sol = "katas/phase01/cgated", "solutions/phase01/cgated"
+    repo.write(f"{kata}/kata.toml", NATIVE_MANIFEST)
+    repo.write(f"{kata}/calc.c", NATIVE_CALC[case])
+    repo.write(f"{kata}/tests/conftest.py", NATIVE_CONFTEST)
+    repo.write(f"{kata}/tests/test_cgated.py", NATIVE_PUBLIC)
+    repo.write(f"{sol}/calc.c", "int add(int a, int b) { return a + b; }\n")
+    repo.write(f"{sol}/tests/test_hidden_cgated.py", NATIVE_HIDDEN)
+    run = repo.pytester.runpytest if mode == "inline" else repo.pytester.runpytest_subprocess
+    out = run("katas").stdout.str()
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] == FAILED, gate
+    if case == "wrong-answer":
+        assert gate["raised"] == "" and task["gate_reasons"] == [SENTENCE], task
+        assert task["earned"] == 0, task
+        return
+    signal_name = {"segfault": "SIGSEGV", "abort": "SIGABRT"}[case]
+    assert re.fullmatch(rf"{signal_name} in calc\.c:\d+ \(in add\)", gate["raised"]), gate
+    assert signal_name in gate["message"] and "(in add)" in gate["message"], gate["message"]
+    assert task["gate_reasons"] == [] and task["earned"] == pytest.approx(20 / 3, abs=0.25), task
+    assert SENTENCE not in out, out
+
+
+def test_a_native_fault_raised_by_given_code_trips_no_gate(repo: KataRepo) -> None:
+    """A panic of the learner's Rust that a given wrapper turns into an exception
+    (harness.NativeFault: Python sees no learner frame) is the learner's, not a wrong answer."""
+    gated_kata(repo, stub=REFERENCE)
+    repo.write(
+        "katas/phase01/gated/tests/conftest.py",
+        """
+        import pytest
+        from harness import NativeFault
+
+
+        class RustPanic(NativeFault, AssertionError):
+            pass
+
+
+        class Calc:
+            def __init__(self, calc):
+                self.calc = calc
+
+            def add(self, a, b):
+                if a == 40:  # what a given cffi wrapper does with lib.rs's KATA_PANIC status
+                    raise RustPanic("calc.rs panicked in add: attempt to add with overflow at calc.rs:3:5")
+                return self.calc.add(a, b)
+
+            def mul(self, a, b):
+                return self.calc.mul(a, b)
+
+
+        @pytest.fixture
+        def calc(kata):
+            return Calc(kata.module("calc"))
+        """,
+    )
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] == FAILED, gate
+    assert (
+        gate["raised"] == "RustPanic: calc.rs panicked in add: attempt to add with overflow "
+        "at calc.rs:3:5"
+    ), gate
+    assert task["gate_reasons"] == [], task

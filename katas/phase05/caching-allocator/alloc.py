@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from harness import todo
+from harness import NativeFault, todo
 
 MiB = 1 << 20
 OK, OOM, INVALID, TODO, PANIC = 0, 1, 2, -2, -3
@@ -27,8 +27,9 @@ class OutOfMemory(MemoryError):
     """The allocator could not get memory from the device, even after freeing its cache."""
 
 
-class RustPanic(AssertionError):
-    """allocator.rs panicked (an unwrap, an index out of range, an overflow ...)."""
+class RustPanic(NativeFault, AssertionError):
+    """allocator.rs panicked (an unwrap, an index out of range, an overflow ...): the test
+    fails with the panic's message and line, and no gate is tripped (harness.NativeFault)."""
 
 
 def check(lib: Any, code: int, what: str) -> None:

@@ -392,7 +392,7 @@ def random_run(
             getattr(m, "do_free_a_bad_pointer" if op == "bad_free" else f"do_{op}")(*args)
             m.consistent()
     except AssertionError as e:
-        raise AssertionError(
+        raise type(e)(  # a RustPanic stays one: a crash of allocator.rs is not a wrong answer
             f"{e}\n(random_run seed={seed}, streams={streams}, capacity={capacity}: step "
             f"{len(ops)} of {steps}; the last operations: {'; '.join(ops[-12:])})"
         ) from None
