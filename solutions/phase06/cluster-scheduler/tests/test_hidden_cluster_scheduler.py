@@ -219,7 +219,10 @@ def test_placement_topology_aware_cases(placement: Any, cluster: Any, toy: Any) 
 
 
 # --------------------------------------------------------------------------- gang
-@pytest.mark.kata_gate("a job's pods are bound in parts: partial gangs hold GPUs idle")
+@pytest.mark.kata_gate(
+    "gang scheduling breaks an invariant of checker.py (a partial gang holding GPUs, a GPU bound"
+    " twice, a head that waits while it fits) on generated dgx and quads traces"
+)
 @pytest.mark.parametrize(
     "kind,seed,place",
     [("dgx", 41, "first_fit"), ("quads", 42, "best_fit"), ("quads", 42, "topology_aware")],
@@ -249,7 +252,10 @@ def test_gang_other_traces_as_the_reference(
     )
 
 
-@pytest.mark.kata_gate("a job's pods are bound in parts: partial gangs hold GPUs idle")
+@pytest.mark.kata_gate(
+    "gang scheduling: a 4-pod job queued behind four one-node jobs is not bound whole, at the"
+    " instant the whole cluster is free (t=400)"
+)
 def test_gang_big_job_behind_small_ones(scheduler: Any, simulate: Any, toy: Any) -> None:
     # A 4-pod job waits for the whole cluster; binding its pods as nodes free would hold them.
     rows = [[i, 0.0, 1, 4, 100 * (i + 1), 100 * (i + 1), 0] for i in range(4)]
@@ -704,4 +710,221 @@ def test_preemption_victim_restarts_in_the_same_instant(
     assert again[:2] == [0.0, 10.0], (
         f"job 0, preempted at t=10 while GPUs 6-7 are free, starts at {again}: it rejoins the"
         " queue at once and fits there in the same plan"
+    )
+
+
+# --------------------------------------------------------------------------- one plan, random states
+def random_view(eng: Any, topo: Any, rng: random.Random, victims: bool = False) -> Any:
+    """A random instant on `topo`: running jobs of three priorities whose expected ends are
+    drawn from a few values (so several end together), long-running ones among them, and a
+    queue of 2 to 6 jobs. victims=True: the running jobs are mostly small, low-priority and
+    long-running (worth preempting), and the queue starts with a high-priority whole-node job."""
+    now, per = 1000.0, topo.gpus_per_node
+    free = [set(range(n * per, (n + 1) * per)) for n in range(topo.nodes)]
+    ends = [now + d for d in rng.sample([20.0, 60.0, 120.0, 300.0, 900.0], 3)]
+    running, jid = [], 0
+    for _ in range(rng.randint(2, 8)):
+        g = rng.choice([1, 1, 2]) if victims else rng.choice([1, 2, 2, 4])
+        pods = 1 if victims else rng.choice([1, 1, 2])
+        nodes = [n for n in range(topo.nodes) if len(free[n]) >= g]
+        if len(nodes) < pods:
+            continue
+        placed = []
+        for n in rng.sample(nodes, pods):
+            pod = tuple(sorted(free[n])[:g])
+            free[n] -= set(pod)
+            placed.append(pod)
+        prio = rng.choice([0, 0, 0, 1]) if victims else rng.randrange(3)
+        start = now - rng.choice([400.0, 800.0] if victims and not prio else [5.0, 100.0, 400.0])
+        slow = topo.slowdown(placed)
+        end = rng.choice(ends)
+        job = eng.Job(jid, start - 1.0, pods, g, (end - start) / slow, prio)
+        running.append(eng.Running(job, tuple(placed), start, end, slow))
+        jid += 1
+    running.sort(key=lambda r: (r.start, r.job.id))
+    queue = []
+    if victims:  # a whole node that preempts, then a gang that waits for a reservation
+        queue = [
+            eng.Job(jid, now - 20.0, 1, per, 100.0, 2),
+            eng.Job(jid + 1, now - 20.0, 2, per, 50.0, 1),
+        ]
+    jid += 2
+    for k in range(rng.randint(2, 6)):
+        g = rng.choice([1, 2, 4, 4])
+        est = rng.choice([10.0, 50.0, 100.0, 250.0, 1000.0])
+        queue.append(
+            eng.Job(jid + k, now - 10.0 + k, rng.choice([1, 1, 2]), g, est, rng.randrange(3))
+        )
+    queue.sort(key=lambda j: j.order)
+    return eng.View(
+        now,
+        topo,
+        rng.choice([0.0, 10.0, 30.0]),
+        tuple(frozenset(f) for f in free),
+        tuple(queue),
+        tuple(running),
+        {},
+    )
+
+
+def _plan(plan: Any) -> tuple[list[int], dict[int, list[list[int]]]]:
+    return sorted(plan.preempts), {j: sorted(sorted(p) for p in pods) for j, pods in plan.binds}
+
+
+def one_plan_like_the_reference(
+    scheduler: Any,
+    engine: Any,
+    toy: Any,
+    kata_budget: Any,
+    preemption: bool,
+    exercised: Any,
+    what: str,
+) -> None:
+    """schedule() once on random states (hypothesis picks the seeds) by the submission and by
+    the reference (out of the learner's reach): the same preemptions and binds. `exercised(view,
+    plan)` says whether the reference's plan shows the task's point; enough plans must."""
+    ref_engine = kata_budget.reference.module("engine")
+    ref = kata_budget.reference.module("scheduler").GangScheduler(
+        "best_fit", backfill=True, preemption=preemption
+    )
+    mine = scheduler.GangScheduler("best_fit", backfill=True, preemption=preemption)
+    shown = []
+
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=120)
+    def run(seed: int) -> None:
+        view = random_view(engine, toy, random.Random(seed), victims=preemption)
+        ref_view = random_view(ref_engine, toy, random.Random(seed), victims=preemption)
+        ref_plan = ref.schedule(ref_view)
+        shown.append(exercised(ref_view, ref_plan))
+        want = _plan(ref_plan)
+        got = _plan(mine.schedule(view))
+        running = [(r.job.id, r.job.priority, r.pods, r.expected_end) for r in view.running]
+        queue = [(j.id, j.priority, f"{j.pods}x{j.gpus_per_pod}", j.estimate) for j in view.queue]
+        assert got == want, (
+            f"GangScheduler('best_fit', backfill=True, preemption={preemption}).schedule on a"
+            f" 16-GPU state at t={view.now} (checkpoint {view.checkpoint_s} s; running (id,"
+            f" priority, pods, expected end): {running}; queue (id, priority, pods x GPUs,"
+            f" estimate): {queue}): (preempted, binds) {got}; the rules give {want}"
+        )
+
+    run()
+    assert sum(shown) >= len(shown) // 5, (
+        f"test data: the reference shows {what} in only {sum(shown)} of {len(shown)} random states"
+    )
+
+
+def _backfilled_past_a_tie(view: Any, plan: Any) -> bool:
+    """The plan starts a job behind one it leaves waiting, while two running jobs end together."""
+    bound = {j for j, _ in plan.binds}
+    head = next((k for k, j in enumerate(view.queue) if j.id not in bound), None)
+    ends = [r.expected_end for r in view.running]
+    return (
+        head is not None
+        and any(j.id in bound for j in view.queue[head + 1 :])
+        and len(set(ends)) < len(ends)
+    )
+
+
+def _victim_starts_again(view: Any, plan: Any) -> bool:
+    """A job preempted by the plan is bound again in it."""
+    return bool(set(plan.preempts) & {j for j, _ in plan.binds})
+
+
+@pytest.mark.kata_gate(
+    "EASY backfill: one plan differs from the rules on random cluster states where running jobs"
+    " end together"
+)
+def test_backfill_one_plan_random_states(
+    scheduler: Any, engine: Any, toy: Any, kata_budget: Any
+) -> None:
+    one_plan_like_the_reference(
+        scheduler, engine, toy, kata_budget, False, _backfilled_past_a_tie,
+        "a backfill past a waiting head while running jobs end together",
+    )  # fmt: skip
+
+
+@pytest.mark.kata_gate(
+    "preemption with backfill: one plan differs from the rules on random cluster states where"
+    " long-running lower-priority jobs are worth preempting (their restart in the same plan)"
+)
+def test_preemption_one_plan_random_states(
+    scheduler: Any, engine: Any, toy: Any, kata_budget: Any
+) -> None:
+    one_plan_like_the_reference(
+        scheduler, engine, toy, kata_budget, True, _victim_starts_again,
+        "a victim bound again in the plan that preempts it",
+    )  # fmt: skip
+
+
+def fixed_view(eng: Any, topo: Any, ckpt: float, running: list[Any], queue: list[Any]) -> Any:
+    """A View at t=1000 from running rows (id, priority, pods, start, expected end) and queue
+    rows (id, priority, pods, GPUs per pod, estimate); free GPUs are the others."""
+    now, held = 1000.0, set()
+    runs = []
+    for jid, prio, pods, start, end in running:
+        slow = topo.slowdown(pods)
+        held |= {g for p in pods for g in p}
+        job = eng.Job(jid, start - 1.0, len(pods), len(pods[0]), (end - start) / slow, prio)
+        runs.append(eng.Running(job, pods, start, end, slow))
+    per = topo.gpus_per_node
+    free = tuple(
+        frozenset(g for g in range(n * per, (n + 1) * per) if g not in held)
+        for n in range(topo.nodes)
+    )
+    jobs = sorted(
+        (eng.Job(j, now - 100.0 + j, p, g, est, prio) for j, prio, p, g, est in queue),
+        key=lambda j: j.order,
+    )
+    runs.sort(key=lambda r: (r.start, r.job.id))
+    return eng.View(now, topo, ckpt, free, tuple(jobs), tuple(runs), {})
+
+
+@pytest.mark.kata_gate(
+    "EASY backfill: the shadow time does not release running jobs that end together lower job"
+    " id first (a fixed state where the order changes the reserved GPUs)"
+)
+def test_backfill_shadow_releases_equal_ends_by_lower_id(
+    scheduler: Any, engine: Any, toy: Any
+) -> None:
+    # Jobs 0, 1 and 3 all end at t=1020: released 0, 1, 3 the head (job 8, 2 x 4 GPUs) fits
+    # after job 0 on nodes 1 and 2, so job 9 may take GPUs 3 and 15; released 3, 1, 0 the
+    # reservation is another one.
+    view = fixed_view(
+        engine, toy, 0.0,
+        [(3, 0, ((1, 2),), 600.0, 1020.0), (0, 2, ((8, 9, 10, 11), (4, 5, 6, 7)), 900.0, 1020.0),
+         (1, 0, ((0,),), 995.0, 1020.0), (2, 0, ((12,),), 995.0, 1060.0)],
+        [(7, 1, 1, 2, 100.0), (8, 1, 2, 4, 1000.0), (9, 1, 2, 1, 50.0), (6, 0, 2, 2, 50.0)],
+    )  # fmt: skip
+    got = _plan(scheduler.GangScheduler("best_fit", backfill=True).schedule(view))
+    want = ([], {7: [[13, 14]], 9: [[3], [15]]})
+    assert got == want, (
+        "GangScheduler('best_fit', backfill=True).schedule with jobs 0, 1, 3 ending together at"
+        f" t=1020 and a 2 x 4 head waiting: (preempted, binds) {got}; the rules give {want}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "preemption: a victim restarted in the same plan is not judged on its remaining estimate"
+    " plus the checkpoint (a fixed state where a backfill depends on it)"
+)
+def test_preemption_victim_restarts_on_its_remaining_estimate(
+    scheduler: Any, engine: Any, toy: Any
+) -> None:
+    # Job 7 (priority 2, a whole node) preempts jobs 2 and 3 (priority 0, 100 and 400 s in);
+    # job 8 (2 x 4) waits with a reservation; the victims' remaining estimates plus the 10 s
+    # checkpoint let them backfill at once (3 on GPU 7, 2 on GPUs 14-15).
+    view = fixed_view(
+        engine, toy, 10.0,
+        [(4, 0, ((4, 5),), 200.0, 1060.0), (0, 0, ((8, 9),), 600.0, 1300.0),
+         (3, 0, ((2,),), 600.0, 1020.0), (6, 1, ((12, 13),), 600.0, 1300.0),
+         (1, 0, ((10, 11),), 900.0, 1060.0), (2, 0, ((0, 1),), 900.0, 1060.0),
+         (5, 1, ((6,),), 900.0, 1060.0)],
+        [(7, 2, 1, 4, 100.0), (8, 1, 2, 4, 250.0), (9, 0, 1, 2, 250.0), (10, 0, 1, 1, 100.0)],
+    )  # fmt: skip
+    got = _plan(scheduler.GangScheduler("best_fit", backfill=True, preemption=True).schedule(view))
+    want = ([2, 3], {7: [[0, 1, 2, 3]], 3: [[7]], 2: [[14, 15]]})
+    assert got == want, (
+        "GangScheduler('best_fit', backfill=True, preemption=True).schedule where job 7 preempts"
+        f" jobs 2 and 3 and job 8 waits: (preempted, binds) {got}; the rules give {want}"
     )
