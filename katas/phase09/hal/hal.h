@@ -34,7 +34,8 @@ typedef enum {
     HAL_ERROR_BACKEND_LOAD = 11,     /* a backend: dlopen failed or no hal_backend_entry */
     HAL_ERROR_ABI_MISMATCH = 12,     /* a backend: another ABI major, or its table is too small */
     HAL_ERROR_BACKEND_INIT = 13,     /* a backend: its init returned an error */
-    HAL_ERROR_BACKEND_CRASHED = 14,  /* a backend: its init died of a signal or hung */
+    HAL_ERROR_BACKEND_CRASHED = 14,  /* a backend: its init died of a signal, or did not return
+                                        within $KATA_HAL_PROBE_TIMEOUT_S seconds (default 10) */
     HAL_ERROR_TODO = 99              /* the stubs' answer: not written yet */
 } hal_status;
 
@@ -60,11 +61,11 @@ enum {
 };
 
 typedef struct {
-    char name[64];        /* the backend's name for the device */
+    char name[64];        /* the backend's name for the device ("" without device_info) */
     char backend[32];     /* the backend's name (hal_backend_ops.name) */
     int32_t priority;     /* the backend's priority */
     uint32_t caps;        /* negotiated: HAL_CAP_STREAMS or HAL_CAP_EMULATED_STREAMS, MEMSET, THREADSAFE */
-    uint64_t total_mem;   /* bytes */
+    uint64_t total_mem;   /* bytes (0 without device_info) */
     int32_t backend_index;  /* index for hal_backend_info() */
     int32_t backend_device; /* the device's index inside its backend */
 } hal_device_props;

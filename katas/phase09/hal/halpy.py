@@ -195,7 +195,7 @@ class Hal:
     def launch(self, f: int, grid: tuple[int, int, int], block: tuple[int, int, int],
                args: list[tuple[str, Any]], stream: int = 0) -> int:  # fmt: skip
         """args: ("mem", handle) or (type, value) with type i8 u8 i16 u16 i32 u32 i64 u64 f32 f64."""
-        arr = self.ffi.new("hal_arg[]", max(len(args), 1))
+        arr = self.ffi.new("hal_arg[]", len(args)) if args else self.ffi.NULL
         for i, (kind, v) in enumerate(args):
             if kind == "mem":
                 arr[i].kind, arr[i].size, arr[i].value = 0, 8, v

@@ -23,6 +23,7 @@ out["wrong"] = [i for i in range(n) if c[i] != a[i] + b[i]][:5]
 st, g = hal.module_function(m, "read_past_end")
 out["oob"] = hal.launch(g, (n // 64 + 1, 1, 1), (64, 1, 1), [("mem", da), ("mem", dc), ("i32", n)])
 out["after_oob"] = hal.memcpy_dtoh(dc, 0, 4)[0]
+out["shutdown"] = hal.shutdown()
 """
 
 
@@ -37,6 +38,9 @@ def test_cuda_vector_add_runs_through_the_hal(
     assert out["devices"][0]["backend"] == "cuda", out["devices"]
     assert (out["load"], out["function"], out["launch"]) == (0, 0, 0), out
     assert out["wrong"] == [], f"vector_add on the cuda backend: wrong elements at {out['wrong']}"
+    assert out["shutdown"] == 0, (
+        "hal_shutdown frees the buffers still allocated on the cuda backend"
+    )
     assert out["oob"] == 9 and out["after_oob"] == 0, (
         f"a kernel that reads past its buffer fails its launch (HAL_ERROR_LAUNCH_FAILED) and the process goes on: {out}"
     )

@@ -353,6 +353,21 @@ def test_loader_crash_and_failure_anywhere_fall_back(
             )
         assert got == want, f"statuses: expected {want}, got {got}"
         assert [x[0] for x in out["devices"]] == ["good"], out["devices"]
+    d = backends({
+        "libhal_hang.so": (built.probe, {"name": "hang", "init": "hang", "priority": 9, "log": log}),
+        "libhal_ok.so": (built.probe, {"name": "ok"}),
+    }, "hang")  # fmt: skip
+    out = hal(LOADER_SCRIPT, [d], env={"KATA_HAL_PROBE_TIMEOUT_S": "1"})
+    got = [
+        (Path(b["path"]).name, NAME.get(b["status"], b["status"])) for b in out.get("backends", [])
+    ]
+    assert out["init"] == 0 and got == [
+        ("libhal_hang.so", "BACKEND_CRASHED"),
+        ("libhal_ok.so", "SUCCESS"),
+    ], (
+        f"an init that does not return within KATA_HAL_PROBE_TIMEOUT_S=1 is BACKEND_CRASHED and the "
+        f"others serve: {got or out}"
+    )
 
 
 def test_loader_shutdown_and_init_again(
@@ -392,6 +407,9 @@ out["fresh"] = m2 != m and m2 != 0
     )
 
 
+@pytest.mark.kata_gate(
+    "hal_error_name/hal_error_string give a status the wrong name or no sentence of its own, or hal_last_error is not per thread"
+)
 def test_loader_error_names_and_last_error(
     hal: Any, tmp_path: Path, backends: Any, built: Any
 ) -> None:
@@ -414,7 +432,7 @@ out["other"] = res["other"]
     )
     want = ["HAL_SUCCESS"] + [f"HAL_ERROR_{n}" for n in list(S)[1:]]
     assert out["names"] == want, f"hal_error_name: expected {want}, got {out['names']}"
-    assert len(set(out["strings"])) == 15, (
+    assert len(set(out["strings"])) == 15 and all(out["strings"]), (
         f"hal_error_string gives each status its own sentence: {out['strings']}"
     )
     assert out["bad"] == S["INVALID_DEVICE"] and out["last"], (
@@ -678,7 +696,16 @@ def run_sequence(
             if progress.exists()
             else []
         )
-        check_sequence(ops[: len(done)], done, Model(1, True), "before the crash")
+        model = Model(1, True)
+        check_sequence(ops[: len(done)], done, model, "before the crash")
+        if len(done) < len(ops):
+            nxt = ops[len(done)]
+            want, _ = model.step(nxt)
+            if want != 0:  # the call had to be refused (a bad handle or range): never a crash
+                raise AssertionError(
+                    f"call {len(done)} of a random program ({nxt[0]}{tuple(nxt[1:])}) crashed the "
+                    f"program; the HAL's rules refuse it with {NAME.get(want)}"
+                ) from None
         raise crash
 
 
@@ -804,6 +831,8 @@ def test_cpu_random_launches(hal: Any, built: Any, backends: Any) -> None:
                               "bufs": [[4 * n, x.tobytes().hex()], [4 * n, y.tobytes().hex()], [4 * n, "ff" * 4 * n]],
                               "args": [["mem", 0], ["mem", 1], ["mem", 2], ["i32", n]]})  # fmt: skip
                 wants.append([x.tobytes(), y.tobytes(), (x + y).tobytes()])
+    cases.append({"kernel": "noop", "grid": [2, 1, 1], "block": [3, 1, 1], "bufs": [], "args": []})
+    wants.append([])  # no arguments at all: args is NULL, nargs 0
     d = backends({"libhal_cpu.so": (built.cpu, None)})
     out = hal(
         f"halpy.require_started({str(built.cpu)!r}, 'hal_cpu.c')\n"

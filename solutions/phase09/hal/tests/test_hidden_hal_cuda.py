@@ -26,8 +26,9 @@ for kernel, grid, block, bufs, args in CASES:
     a = [("mem", hs[v]) if k == "mem" else (k, v) for k, v in args]
     st = hal.launch(f, tuple(grid), tuple(block), a)
     res.append([st, [hal.memcpy_dtoh(h, 0, len(bytes.fromhex(d)))[1].hex() for h, d in zip(hs, bufs)]])
-    for h in hs: hal.mem_free(h)
+    for h in hs[1:]: hal.mem_free(h)
 out["res"] = res
+out["shutdown"] = hal.shutdown()  # with buffers still allocated
 """
 
 
@@ -105,12 +106,16 @@ def test_cuda_fresh_kernels_and_random_launches(
     assert out["devices"] == ["cuda", "cpu"], (
         f"cuda (priority 20) before cpu (10): {out['devices']}"
     )
+    assert out["shutdown"] == 0, (
+        f"hal_shutdown with cuda buffers still allocated: {out['shutdown']}"
+    )
     for c, (st, got), (which, want) in zip(cases, out["res"], wants, strict=True):
         what = f"{c[0]} on grid {c[1]} block {c[2]} (n from the buffers: {len(bytes.fromhex(c[3][0])) // 4})"
         assert st == 0, f"hal_launch of {what} on the cuda backend returned {st}"
         assert bytes.fromhex(got[which]) == want, f"{what}: the output differs from numpy's"
 
 
+@pytest.mark.kata_gate("memory or a stream of one device was accepted for a kernel of another")
 def test_cuda_cross_device_arguments_are_refused(
     hal: Any, built: Any, backends: Any, cuda_vendor: dict[str, Path]
 ) -> None:
@@ -123,11 +128,16 @@ def test_cuda_cross_device_arguments_are_refused(
         "st, x = hal.mem_alloc(0, 64)\n"
         "st, s = hal.stream_create(0)\n"
         "out['arg'] = hal.launch(f, (1, 1, 1), (1, 1, 1), [('mem', x), ('i32', 16)])\n"
+        "out['last'] = hal.last_error()\n"
         "st, y = hal.mem_alloc(1, 64)\n"
         "out['stream'] = hal.launch(f, (1, 1, 1), (1, 1, 1), [('mem', y), ('i32', 16)], s)\n"
+        "out['last2'] = hal.last_error()\n"
         "out['ok'] = hal.launch(f, (1, 1, 1), (1, 1, 1), [('mem', y), ('i32', 16)])\n",
         [d],
         env={"KATA_CUDA_RUNTIME": str(cuda_vendor["runtime"])},
+    )
+    assert out["last"] and out["last2"] and out["last"] != out["last2"], (
+        f"hal_last_error after each refused launch says why: {out['last']!r}, {out['last2']!r}"
     )
     assert (out["arg"], out["stream"], out["ok"]) == (1, 1, 0), (
         f"memory or a stream of device 0 (cuda) for a kernel of device 1 (cpu): HAL_ERROR_INVALID_VALUE: {out}"

@@ -49,6 +49,7 @@ PROGRAM = """
 import struct, json
 assert hal.init() == 0, hal.last_error()
 out["caps"] = hal.devices()[0]["caps"]
+out["props"] = [hal.devices()[0]["name"], hal.devices()[0]["total_mem"]]
 st, m = hal.module_load(0, KERNELS)
 st, f = hal.module_function(m, "affine")
 bufs = {}
@@ -151,7 +152,7 @@ def random_table(r: Any, style: str) -> dict[str, Any]:
         natural = {0: 120, 1: 176}.get(minor, 184)
         size = r.choice([natural, natural, 120, 176, 184, 200, r.randrange(120, 264, 8)])
     caps = r.randrange(8) | (r.random() < 0.85 and style != "any") * (STREAMS | MEMSET)
-    null = [e for e in STREAM_ENTRIES + ["memset"] if r.random() < 0.12]
+    null = [e for e in STREAM_ENTRIES + ["memset", "device_info"] if r.random() < 0.12]
     return {"minor": minor, "size": size, "caps": caps, "null": ",".join(null)}
 
 
@@ -165,6 +166,8 @@ def test_negotiate_random_tables_against_the_rules(
     r = random_for("tables")
     for trial, style in enumerate(["short", "short", "old", "old", "any", "any"]):
         conf = random_table(r, style)
+        if trial == 5:  # one table without device_info, every run
+            conf["null"] = ",".join(x for x in (conf["null"], "device_info") if x)
         log = tmp_path / f"log{trial}"
         d = backends({"libhal_p.so": (built.probe, {"name": "p", "log": log, **conf})}, f"t{trial}")
         ops, _ = random_program(r)
@@ -176,6 +179,10 @@ def test_negotiate_random_tables_against_the_rules(
         what = f"a table of minor {conf['minor']}, {conf['size']} bytes, caps {conf['caps']}, NULL: [{conf['null']}]"
         assert out["caps"] == caps, (
             f"{what}: the device's negotiated caps should be {caps}, got {out['caps']}"
+        )
+        props = ["p device 0", 1 << 30] if present(conf, "device_info") else ["", 0]
+        assert out["props"] == props, (
+            f"{what}: the device's name and total_mem should be {props}, got {out['props']}"
         )
         lines = log.read_text().splitlines()
         trips = [ln for ln in lines if " tripwire " in ln]

@@ -53,3 +53,8 @@ KERNEL affine(const hal_cpu_thread* t, void** p) {
     unsigned char flag = *(const unsigned char*)p[4];
     for (size_t i = TID(t); i < (size_t)n; i += STRIDE(t)) x[i] = x[i] * m + a + flag;
 }
+
+// No parameters at all: launched with nargs 0 and args NULL.
+KERNEL noop(const hal_cpu_thread* t, void** p) {
+    (void)t, (void)p;
+}
