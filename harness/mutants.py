@@ -376,7 +376,9 @@ class HostBuild:
             src = Path(tmp) / Path(file).name
             src.write_text(text, encoding="utf-8")
             incs = [f"-I{d}" for d in [Path(tmp), *self.include_dirs]]
-            cmd = [compiler, "-E", "-P", "-w", *lang, *flags, *incs, str(src)]
+            # -dD keeps the #define lines: a macro's body counts even where nothing expands it
+            # (a header alone), a #define in a branch not taken does not
+            cmd = [compiler, "-E", "-P", "-dD", "-w", *lang, *flags, *incs, str(src)]
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             except (OSError, subprocess.TimeoutExpired):

@@ -302,6 +302,10 @@ def test_a_native_line_this_host_does_not_compile_is_not_judged() -> None:
     assert not host.compiles(inactive), "the #if branch is never compiled here"
     assert host.compiles(active), "the #else branch is what this host builds"
     assert M.HostBuild({"calc.py": CALC}).compiles(MUT), "a Python file always runs"
+    header = "#define CHECK(x) do { f(x); } while (0)\n"
+    body = find(M.candidates("c.h", header), "#define CHECK(x) do { f(x); } while (0)",
+                "#define CHECK(x) do { f(x); } if (0)")  # fmt: skip
+    assert M.HostBuild({"c.h": header}).compiles(body), "a macro's body, expanded by includers"
 
 
 # --------------------------------------------------------------------------- the survivor rule
