@@ -212,8 +212,10 @@ LOADER_SCRIPT = """
 import threading
 early = {}
 def before():
-    early["st"] = [hal.shutdown(), hal.device_count()[0]]
-    early["last"] = hal.last_error()
+    a = hal.shutdown(); la = hal.last_error()
+    b = hal.device_count()[0]; lb = hal.last_error()
+    early["st"] = [a, b]
+    early["last"] = bool(la) and bool(lb) and la != lb  # each failure says its own why
 t = threading.Thread(target=before); t.start(); t.join()
 out["early"] = early
 out["init"] = hal.init()
