@@ -119,6 +119,21 @@ def test_launch_takes_every_valid_launch(launch):
         )
 
 
+@pytest.mark.kata_gate(
+    "grid_size or launch_config takes a size or a block that is not an int (a float such as "
+    "256.0, a bool), where it must raise ValueError"
+)
+def test_launch_refuses_sizes_that_are_not_ints(launch):
+    """A float block or size would make a float grid (and a bool is an int subclass that means
+    no size): both functions check both arguments. Values drawn fresh each run."""
+    rng = random_for("launch non-int arguments")
+    n, block = rng.randrange(1, 10**6), rng.choice((32, 64, 128, 256, 512, 1024))
+    for args in ((n, True), (True, block), (n, float(block)), (float(n), block)):
+        for name in ("grid_size", "launch_config"):
+            with raises(ValueError, f"{name}{args!r} must refuse an argument that is not an int"):
+                getattr(launch, name)(*args)
+
+
 # --------------------------------------------------------------------------- kernel
 @pytest.fixture(scope="module")
 def vadd_ptx(kata):
