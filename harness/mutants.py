@@ -214,6 +214,11 @@ def _python_shape(text: str, file: str) -> str | None:
             node.exc = Blank().visit(node.exc)
         elif isinstance(node, ast.Assert) and node.msg is not None:
             node.msg = Blank().visit(node.msg)
+    for node in ast.walk(tree):  # a `pass` beside other statements (a comment made `pass`,
+        for name in ("body", "orelse", "finalbody"):  # or the blanked parts above) does nothing
+            block = getattr(node, name, None)
+            if isinstance(block, list) and len(block) > 1:
+                block[:] = [n for n in block if not isinstance(n, ast.Pass)] or block[:1]
     return ast.dump(tree)
 
 

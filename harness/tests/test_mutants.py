@@ -87,6 +87,10 @@ def test_validity_drops_what_does_not_compile_or_changes_no_behaviour() -> None:
     assert not valid(mutant(4, '        raise ValueError(f"")'))  # a message
     assert not valid(mutant(3, "    if x <<< 0:"))  # a syntax error
     assert not valid(mutant(1, "def f(x: str) -> int:"))  # an annotation
+    commented = "def g(x):\n    # twice\n    return x * 2\n"
+    cg = M.Validity({"g2.py": commented})
+    assert not cg(M.Mutant("g2.py", 2, "    # twice", "    pass")), "a comment made `pass`"
+    assert cg(M.Mutant("g2.py", 3, "    return x * 2", "    pass")), "the only statement dropped"
     future = M.Validity({"g.py": "from __future__ import annotations\nX = 1\n"})
     assert not future(M.Mutant("g.py", 1, "from __future__ import annotations", "pass"))
     c = "int f(int a) {\n  return a + 1;  // one more\n}\n"
