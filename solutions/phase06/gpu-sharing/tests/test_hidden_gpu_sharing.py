@@ -924,3 +924,109 @@ def test_placement_max_instances_random(mig: Any, gpus: Any, public: Any, kata_r
                 f"free_instances({gpu.name}, {others})[{me.name!r}] = {free[me.name]}; {n} more"
                 f" fit (at most {me.max_instances} per GPU)"
             )
+
+
+# --------------------------------------------------------------------------- sharing: fresh job mixes
+@pytest.mark.kata_gate(
+    "time_slicing() finish times disagree with round robin (a job that finishes within its"
+    " slice gives the rest up; a switch only when another context takes over) on random job"
+    " mixes, slices and switch costs"
+)
+def test_sharing_time_slicing_fresh_mixes(sharing: Any, workloads: Any) -> None:
+    Job = workloads.Job
+    # adversarial first: a finishes after 0.9 of its 1 ms slice while b waits
+    fixed = [Job("a", 0.9, 1.0), Job("b", 3.0, 1.0)]
+    got = sharing.time_slicing(fixed, 1.0, 0.1).finish_ms
+    assert got == pytest.approx(rr(fixed, 1.0, 0.1), rel=1e-9), (
+        f"time_slicing(a 0.9 ms, b 3 ms; slice 1, switch 0.1) finishes at {got}; a gives up the"
+        f" last 0.1 ms of its slice: {rr(fixed, 1.0, 0.1)}"
+    )
+
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=60)
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        jobs = [
+            Job(f"j{i}", round(rng.uniform(0.2, 10.0), 3), round(rng.uniform(0.1, 1.0), 3))
+            for i in range(rng.randint(1, 6))
+        ]
+        q = round(rng.uniform(0.3, 3.0), 3)
+        c = rng.choice([0.0, round(rng.uniform(0.01, 0.5), 3)])
+        got = sharing.time_slicing(jobs, q, c).finish_ms
+        assert got == pytest.approx(rr(jobs, q, c), rel=1e-9, abs=1e-9), (
+            f"time_slicing({jobs}, slice {q}, switch {c}) finishes at {got}; round robin gives"
+            f" {rr(jobs, q, c)}"
+        )
+
+    run()
+
+
+@pytest.mark.kata_gate(
+    "mig() finish times disagree with work / min(fill, instance SMs / GPU SMs) on random jobs"
+    " and instances of every GPU"
+)
+def test_sharing_mig_fresh_jobs(sharing: Any, workloads: Any, gpus: Any) -> None:
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=40)
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        gpu = rng.choice(list(gpus.GPUS.values()))
+        jobs = [
+            workloads.Job(
+                f"j{i}", round(rng.uniform(0.5, 20.0), 3), round(rng.uniform(0.02, 1.0), 3)
+            )
+            for i in range(rng.randint(1, 5))
+        ]
+        inst = {j.name: rng.choice(gpu.profiles).name for j in jobs}
+        want = {
+            j.name: j.work_ms / min(j.fill, gpu.profile(inst[j.name]).sms / gpu.sms) for j in jobs
+        }
+        got = sharing.mig(jobs, gpu, inst).finish_ms
+        assert got == pytest.approx(want, rel=1e-9), (
+            f"mig({jobs}, {gpu.name}, {inst}) finishes at {got}; each job at min(fill, instance"
+            f" SMs / {gpu.sms}) gives {want}"
+        )
+
+    run()
+
+
+# --------------------------------------------------------------------------- kubernetes: fresh configs
+@pytest.mark.kata_gate(
+    "admit() or replica_share() disagree with the plugin's semantics on random configs (no"
+    " sharing, timeSlicing or mps; any replica count; failRequestsGreaterThanOne on or off)"
+)
+def test_kubernetes_admit_and_share_fresh_configs(k8s: Any) -> None:
+    @given(st.integers(0, 2**63 - 1))
+    @hidden_settings(max_examples=60)
+    def run(seed: int) -> None:
+        rng = random.Random(seed)
+        kind = rng.choice([None, "timeSlicing", "mps", "mps"])
+        replicas, fail = rng.randint(2, 16), rng.random() < 0.6
+        memory = rng.choice([24.0, 40.0, 80.0, 94.0, 141.0])
+        cfg: dict[str, Any] = {"version": "v1"}
+        if kind is not None:
+            spec = {"resources": [{"name": "nvidia.com/gpu", "replicas": replicas}]}
+            if fail or rng.random() < 0.5:
+                spec["failRequestsGreaterThanOne"] = fail
+            cfg["sharing"] = {kind: spec}
+        for count in (1, 2, rng.randint(3, 8)):
+            want = not (kind is not None and fail and count > 1)
+            got_admit = k8s.admit(cfg, count)
+            assert got_admit == want, f"admit({cfg}, {count}) = {got_admit}, not {want}"
+        if kind is None:
+            want_share = {"compute_percent": 100.0, "memory_gb": memory, "isolated": True}
+        elif kind == "timeSlicing":
+            want_share = {"compute_percent": None, "memory_gb": None, "isolated": False}
+        else:
+            want_share = {
+                "compute_percent": 100.0 / replicas,
+                "memory_gb": memory / replicas,
+                "isolated": False,
+            }
+        share = dict(k8s.replica_share(cfg, memory))
+        for key, value in want_share.items():
+            got = share.get(key)
+            ok = got is None if value is None else got is not None and got == pytest.approx(value)
+            assert ok, f"replica_share({cfg}, {memory} GB)[{key!r}] = {got}, not {value}"
+
+    run()
