@@ -634,3 +634,47 @@ def test_roofline_svg_escapes_kernel_names(roofline: Any) -> None:
         f"roofline_svg: the kernel's <title> is {text!r}, expected it to start with {name!r}"
     )
     assert len(dots) == 1, f"roofline_svg drew {len(dots)} kernel dots for one kernel"
+
+
+def fma_chains(x0: np.ndarray, m: float, a: float, iters: int) -> np.ndarray:
+    """x = x * m + a in float32, `iters` times (the product exact in float64: one rounding)."""
+    x = np.asarray(x0, dtype=np.float32)
+    for _ in range(iters):
+        x = (x.astype(np.float64) * m + a).astype(np.float32)
+    return x
+
+
+@pytest.mark.kata_gate(
+    "fma_peak's or fma_chain's results are not the FMA recurrence after the number of iterations"
+    " asked, for random counts of 5,000 to 40,000 (chains far from converged)"
+)
+def test_peak_flops_every_iteration_runs(lib: Any, bench: Any) -> None:
+    """x = fma(x, m, a) with m = 0.9999 converges slowly to a / (1 - m) = 1: the value after n
+    iterations tells n apart (a run that stops early, or caps n, ends elsewhere). Exact, no
+    timing; n drawn fresh each run."""
+    rng = random.Random(seeded("fma iterations"))
+    m, a = float(np.float32(0.9999)), float(np.float32(1e-4))  # the floats the C code gets
+    out = np.full(256, np.nan, dtype=np.float32)
+    pout = lib.ffi.cast("float *", lib.ffi.from_buffer(out))
+    k = bench.started(lib.fma_peak(pout, 2.0, m, a, 1), "fma_peak")
+    assert 1 <= k <= 256, f"fma_peak returned K = {k}: 1 <= K <= FMA_MAX_ACCUMULATORS"
+    for _ in range(2):
+        iters = rng.randrange(5_000, 40_000)
+        x0 = float(rng.choice([2.0, 5.0, 17.0]))
+        want = fma_chains(x0 + np.arange(k, dtype=np.float32), m, a, iters)
+        early = fma_chains(x0 + np.arange(k, dtype=np.float32), m, a, iters // 4)
+        assert np.all(np.abs(early - want) > 1e-2 * np.abs(want)), (
+            f"test data: after {iters} and {iters // 4} iterations the chains do not differ"
+        )
+        out[:] = np.nan
+        got_k = lib.fma_peak(pout, x0, m, a, iters)
+        assert got_k == k, f"fma_peak returned K = {got_k}, then {k}"
+        np.testing.assert_allclose(
+            out[:k], want, rtol=1e-4,
+            err_msg=f"fma_peak(x0={x0}, m={m}, a={a}, iters={iters}): out[k] is not chain k's"
+            f" value after {iters} FMAs",
+        )  # fmt: skip
+        got = lib.fma_chain(x0, m, a, iters)
+        assert got == pytest.approx(float(want[0]), rel=1e-4), (
+            f"fma_chain({x0}, {m}, {a}, {iters}) = {got}, the recurrence gives {want[0]}"
+        )
