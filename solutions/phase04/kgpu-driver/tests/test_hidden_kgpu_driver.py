@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.native.build import BuildError
+from harness.testing import random_for
 
 
 def cpu_seconds(pid: int) -> float:
@@ -109,6 +110,47 @@ out["others"] = {{name: raw(cmd) for name, cmd in others.items()}}
     )
     refused = {k: e for k, e in out["known"].items() if e == "ENOTTY"}
     assert not refused, f"ioctl: the driver's own commands gave ENOTTY: {refused}"
+
+
+@pytest.mark.kata_gate(
+    "INFO or the priority parameter is not what kgpu_uapi.h says on random opens: INFO must "
+    "give the version, ring entries, VRAM bytes and context ids 1, 2, 3 ... in open order "
+    "(never reused), and GET_PARAM must read back what SET_PARAM wrote, per context"
+)
+def test_ioctl_info_and_priorities_of_random_opens(kernel: Any) -> None:
+    """Several contexts, some closed between opens, each given a priority drawn fresh each run;
+    every INFO field and every context's own priority checked."""
+    rng = random_for("kgpu info and priorities")
+    opens = rng.randrange(3, 7)
+    prios = [rng.randrange(4) for _ in range(opens)]
+    closed = sorted(rng.sample(range(opens - 1), rng.randrange(opens - 1)))
+    out = kernel.program(
+        f"""
+devs, infos, got = [], [], [None] * len({prios!r})
+for i, prio in enumerate({prios!r}):
+    d = kgpu.Device()
+    d.set_param(kgpu.PARAM_PRIORITY, prio)
+    devs.append(d)
+    infos.append(d.info())
+    if i in {closed!r}:
+        got[i] = d.get_param(kgpu.PARAM_PRIORITY)
+        d.close()
+for i, d in enumerate(devs):
+    if i not in {closed!r}:
+        got[i] = d.get_param(kgpu.PARAM_PRIORITY)
+out["infos"], out["got"] = infos, got
+"""
+    )
+    want = [
+        {"version": 1, "ring_entries": 256, "vram_bytes": 64 * 1024, "ctx_id": i + 1}
+        for i in range(opens)
+    ]
+    assert out["infos"] == want, (
+        f"INFO of {opens} opens (closing {closed} right after their INFO): {out['infos']}, "
+        f"expected {want}"
+    )
+    got = out["got"]
+    assert got == prios, f"GET_PARAM(PRIORITY) of {opens} contexts after SET_PARAM {prios}: {got}"
 
 
 def test_ioctl_forked_child_closing_keeps_the_parents_context(kernel: Any) -> None:
