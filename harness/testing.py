@@ -152,7 +152,7 @@ class CallLog:
         return ", ".join(dict.fromkeys(self.calls)) or "nothing forbidden"
 
 
-def watch_calls(*targets: Any, processes: bool = True) -> Any:
+def watch_calls(*targets: Any, processes: bool = True, allow: tuple[Any, ...] = ()) -> Any:
     """Context manager recording calls into `targets` (modules, or module name prefixes such
     as "harness.cuda.static") and, with `processes`, the start of any other program. A gate uses
     it to catch a submission that calls a given simulator or the grader's oracle (or runs
@@ -162,22 +162,49 @@ def watch_calls(*targets: Any, processes: bool = True) -> Any:
             schedule.pipelined_time(1.0, 2.0, 3.0, 4)
         assert not log, f"pipelined_time called {log}: derive the formula"
 
-    Only Python-level calls in this thread are seen (sys.setprofile), which is where learner
-    code runs in a test."""
+    A call is recorded by the code it runs (its file or its module's name), however the callee
+    was reached: an import, ``sys.modules[...]``, an attribute walk or a reference held from
+    earlier are the same call. It is seen in every thread: this one, and threads started while
+    the watch is on (``threading.Thread``, an executor's workers; on Python 3.12+ threads
+    already running too). `allow` names modules (or name prefixes) whose own calls into the
+    targets are fine, e.g. a given toolchain wrapper built on the oracle's package: a call is
+    then recorded only when its caller is neither a target nor allowed (nested calls inside
+    the targets are the target's business)."""
     import contextlib
     import sys
+    import threading
     import types
 
     files = {t.__file__ for t in targets if isinstance(t, types.ModuleType)}
     prefixes = tuple(t for t in targets if isinstance(t, str))
+    allowed_files = {t.__file__ for t in allow if isinstance(t, types.ModuleType)}
+    allowed_prefixes = tuple(t for t in allow if isinstance(t, str))
     log = CallLog(tuple(getattr(t, "__name__", t) for t in targets))
 
+    def is_target(frame: Any) -> bool:
+        module = frame.f_globals.get("__name__", "") or ""
+        return frame.f_code.co_filename in files or bool(prefixes and module.startswith(prefixes))
+
+    def is_allowed(frame: Any) -> bool:
+        if frame is None:
+            return False
+        module = frame.f_globals.get("__name__", "") or ""
+        return (
+            frame.f_code.co_filename in allowed_files
+            or bool(allowed_prefixes and module.startswith(allowed_prefixes))
+            or is_target(frame)
+        )
+
+    active = [True]
+
     def profile(frame: Any, event: str, arg: Any) -> None:
+        if not active[0]:  # a thread started while watching outlived the watch: unhook it
+            sys.setprofile(None)
+            return
         if event == "call":
-            code = frame.f_code
-            module = frame.f_globals.get("__name__", "")
-            if code.co_filename in files or (prefixes and module.startswith(prefixes)):
-                log.calls.append(f"{module}.{code.co_name}")
+            if is_target(frame) and not (allow and is_allowed(frame.f_back)):
+                module = frame.f_globals.get("__name__", "")
+                log.calls.append(f"{module}.{frame.f_code.co_name}")
         elif event == "c_call" and processes:
             key = (getattr(arg, "__module__", None), getattr(arg, "__name__", None))
             if key in _PROCESS_STARTERS:
@@ -186,11 +213,22 @@ def watch_calls(*targets: Any, processes: bool = True) -> Any:
     @contextlib.contextmanager
     def watching() -> Any:
         previous = sys.getprofile()
-        sys.setprofile(profile)
+        previous_threads = threading.getprofile() if hasattr(threading, "getprofile") else None
+        every = getattr(threading, "setprofile_all_threads", None)  # Python 3.12+
+        if every is not None:
+            every(profile)
+        else:
+            sys.setprofile(profile)
+        threading.setprofile(profile)  # threads started while watching
         try:
             yield log
         finally:
-            sys.setprofile(previous)
+            active[0] = False
+            threading.setprofile(previous_threads)  # type: ignore[arg-type]
+            if every is not None:
+                every(previous)
+            else:
+                sys.setprofile(previous)
 
     return watching()
 

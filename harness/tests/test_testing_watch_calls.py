@@ -64,3 +64,56 @@ def test_fresh_module_runs_the_file_again_and_shows_import_time_calls(tmp_path) 
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m.startswith("freshpkg")]:
             del sys.modules[name]
+
+
+def test_calls_from_other_threads_are_recorded() -> None:
+    """A call into a target made inside a new thread (threading.Thread, an executor's worker)
+    is the same call: a per-thread hook alone would miss it."""
+    import concurrent.futures
+    import threading
+
+    with watch_calls(json) as log:
+        worker = threading.Thread(target=json.dumps, args=({"a": 1},))
+        worker.start()
+        worker.join()
+    assert "json.dumps" in log.calls, f"a call in a threading.Thread is unseen: {log}"
+    with watch_calls(json) as pooled:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            assert pool.submit(json.loads, "[1]").result() == [1]
+    assert "json.loads" in pooled.calls, f"a call in an executor's worker is unseen: {pooled}"
+    assert threading.getprofile() is None, "the hook for new threads is removed again"
+
+
+def test_a_callee_reached_through_sys_modules_is_recorded() -> None:
+    """The watch knows a call by the code it runs, not by how the caller found the function."""
+    import harness.cuda.static  # noqa: F401  (loaded, as a given module would have it)
+
+    with watch_calls("harness.cuda") as log:
+        sys.modules["harness.cuda.static"].classify_sass("FFMA")
+    assert "harness.cuda.static.opcodes.classify_sass" in log.calls, str(log)
+
+
+def test_allowed_callers_may_call_the_targets(tmp_path) -> None:
+    """With `allow`, a given wrapper's own calls into the targets are not recorded, a direct
+    call (or one from a thread) still is."""
+    import threading
+
+    (tmp_path / "wrapperpkg_given.py").write_text(
+        "import json\ndef text(x):\n    return json.dumps(x)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import wrapperpkg_given as given
+
+        with watch_calls(json, processes=False, allow=(given,)) as log:
+            assert given.text([1]) == "[1]"
+        assert not log, f"the allowed wrapper's call was recorded: {log}"
+        with watch_calls(json, processes=False, allow=(given,)) as direct:
+            json.dumps([1])
+            worker = threading.Thread(target=json.loads, args=("[2]",))
+            worker.start()
+            worker.join()
+        assert "json.dumps" in direct.calls and "json.loads" in direct.calls, str(direct)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("wrapperpkg_given", None)

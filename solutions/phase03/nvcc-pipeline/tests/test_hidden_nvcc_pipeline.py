@@ -616,8 +616,28 @@ def other_cu(workdir) -> Path:
 
 
 @pytest.fixture(scope="module")
-def other_answers(kata, other_cu) -> dict:
-    return kata.module("answers").answers(other_cu)
+def other_run(kata, tc, other_cu) -> tuple[dict, object]:
+    """answers(other.cu), and the calls it made into the grader's packages other than through
+    the given toolchain.py (whose own use of them builds and dumps the code)."""
+    with watch_calls(*ORACLES, processes=False, allow=(tc,)) as log:
+        found = kata.module("answers").answers(other_cu)
+    return found, log
+
+
+@pytest.fixture(scope="module")
+def other_answers(other_run) -> dict:
+    return other_run[0]
+
+
+@pytest.mark.kata_gate(
+    "answers(source) comes from calls into the grader's parsers or demangler "
+    "(harness.cuda.static) made by answers.py or its parsers, not from the kata's own parsers"
+)
+def test_answers_hidden_measured_not_delegated(other_run):
+    """Shortcut: answers() taking the grader's ptxas_resources, parse_sass and demangle (from
+    sys.modules or any other route) instead of the parsers of the other tasks. Calls made
+    in any thread count; the given toolchain.py's own calls do not."""
+    assert not other_run[1], f"answers(other.cu) called {other_run[1]} (outside toolchain.py)"
 
 
 @pytest.fixture(scope="module")
