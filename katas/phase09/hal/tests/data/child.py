@@ -1,9 +1,12 @@
 """The child process of a HAL test (GIVEN): loads libhal.so through halpy (cffi), runs a test's
 script with `hal` and `out` in scope, writes `out` as JSON. argv: KATA_DIR LIBHAL SCRIPT OUT."""
 
+import faulthandler
 import json
 import sys
 import traceback
+
+faulthandler.enable()  # a crash prints which call it happened in (stderr)
 
 kata_dir, lib, script_path, out_path = sys.argv[1:5]
 sys.path.insert(0, kata_dir)

@@ -12,19 +12,17 @@
 static const char* g_module;
 static int g_rounds;
 static int g_failed;
-static pthread_barrier_t g_start;
+static pthread_barrier_t g_start, g_round;
 
 static void* worker(void* arg) {
     int t = (int)(long)arg;
     pthread_barrier_wait(&g_start);
-    if (hal_init() != HAL_SUCCESS) {
-        __sync_fetch_and_add(&g_failed, 1);
-        return NULL;
-    }
     hal_module m;
     hal_function f;
-    if (hal_module_load(0, g_module, &m) || hal_module_function(m, "inc", &f)) {
+    if (hal_init() != HAL_SUCCESS || hal_module_load(0, g_module, &m) ||
+        hal_module_function(m, "inc", &f)) {
         __sync_fetch_and_add(&g_failed, 1);
+        for (int r = 0; r < g_rounds; r++) pthread_barrier_wait(&g_round);  // keep the others going
         return NULL;
     }
     hal_stream s;
@@ -58,6 +56,25 @@ static void* worker(void* arg) {
         hal_device_count(&n);
         (void)hal_last_error();
     }
+    // Churn: half the threads read (copies, sizes) while the others allocate and free, so that
+    // every reader runs while the handle table grows under it.
+    hal_mem mine;
+    hal_mem_alloc(0, 64, &mine);
+    for (int r = 0; r < g_rounds; r++) {
+        // Every thread starts its call of this round together: readers and writers are then
+        // unordered (ThreadSanitizer sees a race whatever the machine's load decides).
+        pthread_barrier_wait(&g_round);
+        if (t % 2) {
+            size_t n;
+            hal_memcpy_dtoh(host, mine, 0, 16);
+            hal_memcpy_htod(mine, 0, host, 16);
+            hal_mem_size(mine, &n);
+        } else {
+            hal_mem x;
+            if (hal_mem_alloc(0, 8, &x) == HAL_SUCCESS) hal_mem_free(x);
+        }
+    }
+    hal_mem_free(mine);
     hal_event_destroy(e);
     hal_stream_destroy(s);
     hal_module_unload(m);
@@ -73,6 +90,7 @@ int main(int argc, char** argv) {
     g_rounds = atoi(argv[3]);
     pthread_t th[64];
     pthread_barrier_init(&g_start, NULL, n);
+    pthread_barrier_init(&g_round, NULL, n);
     for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, worker, (void*)(long)i);
     for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
     hal_shutdown();
