@@ -569,6 +569,33 @@ def test_ptxas_hidden_random_programs_assemble(compiler, arch):
     _assemble(ptxs, arch)
 
 
+@pytest.mark.kata_gate(
+    "the kernel handed to ptxas is not the program's kernel: on the PTX interpreter it does not "
+    "compute the program's values (random programs, both architectures)"
+)
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_ptxas_hidden_assembles_the_programs_kernel(compiler, sem, arch):
+    """Eight random programs: the PTX that ptxas assembles is run on the interpreter against
+    the oracle. Catches: a kernel that ptxas accepts because its body is empty (a lone `ret;`)
+    or is not the program's, so that assembling it proves nothing."""
+    found: list[P] = []
+
+    @given(p=programs(depth=3))
+    @hidden_settings(8)
+    def collect(p):
+        found.append(p)
+
+    collect()
+    ptxs = []
+    for i, p in enumerate(found):
+        text = compiler.compile_source(p.src(), arch=arch, kernel=f"k{i}", optimize=False, allocate_registers=False).ptx  # fmt: skip
+        ptxs.append((p.src(), text))
+        arrays = inputs_for(p)
+        got, _ = launch(text, p, arrays, kernel=f"k{i}")
+        assert_values(got, oracle(sem, p, arrays), p, arrays, f"the kernel assembled for {arch}")
+    _assemble(ptxs, arch)
+
+
 # --------------------------------------------------------------------------- fold
 @given(p=programs(depth=3))
 @hidden_settings(45)
