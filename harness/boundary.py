@@ -805,7 +805,12 @@ def guard_package(package: str) -> None:
     prefix = package + "."
     modules = [m for n, m in list(sys.modules.items()) if n.startswith(prefix) and m is not None]
     learner_files = _fence().learner_files()
+    for module in modules:  # given code first: the learner's modules may name its functions
+        if _is_given(module, learner_files) and getattr(module, "__file__", None):
+            _guard_given(module)
     for module in modules:
+        if not _is_given(module, learner_files):
+            _rebind_given(module)
         if _MODULES.get(module.__name__) == id(module) and not _is_given(module, learner_files):
             continue
         _MODULES[module.__name__] = id(module)
@@ -820,6 +825,118 @@ def guard_package(package: str) -> None:
                 owner = str(getattr(value, "__module__", module.__name__)).rsplit(".", 1)[-1]
                 label = f"{owner}.{getattr(value, '__qualname__', name)}"
                 setattr(module, name, _wrap_function(value, label))
+
+
+# --------------------------------------------------------------------------- given code
+# Learner code that calls a given simulator runs the simulator as learner code (the flag is set),
+# so the learner callables the simulator then calls would go unchecked, and a lambda or closure
+# handed to it is behind no wrapper at all. So given functions and the methods of given classes
+# are wrapped too: called from learner code, the given code runs with the flag cleared, and every
+# learner function or bound method among its arguments is handed over behind the boundary.
+_GIVEN: dict[int, Any] = {}  # id(given function) -> its wrapper
+_GIVEN_ATTR = "_kata_given"
+_GIVEN_CLASSES: set[int] = set()
+_GIVEN_DUNDERS = frozenset({"__init__", "__call__"})  # where callables are handed over
+
+
+def _hand_over(arg: Any, to: str) -> Any:
+    """`arg`, a value learner code passes to given code `to`: a learner function or bound
+    method goes behind the boundary (a lambda, a closure, a method of an unguarded class)."""
+    t = type(arg)
+    if t is types.FunctionType:
+        if _is_learner_code(arg) and not _is_guarded(arg):
+            return _wrap_function(arg, f"{_owner(arg)}{arg.__qualname__} (passed to {to})", False)
+    elif t is types.MethodType:
+        fn = arg.__func__
+        if isinstance(fn, types.FunctionType) and _is_learner_code(fn) and not _is_guarded(fn):
+            label = f"{_owner(fn)}{fn.__qualname__} (passed to {to})"
+            return types.MethodType(_wrap_function(fn, label, False), arg.__self__)
+    return arg
+
+
+def _owner(fn: Any) -> str:
+    module = str(getattr(fn, "__module__", "") or "")
+    return f"{module.rsplit('.', 1)[-1]}." if module else ""
+
+
+def _wrap_given(fn: Any, label: str) -> Any:
+    """The wrapper of given function `fn`: called from learner code, it runs as given code."""
+    known = _GIVEN.get(id(fn))
+    if known is not None and known.__wrapped__ is fn:
+        return known
+    inside, ident, hand_over = _INSIDE, threading.get_ident, _hand_over
+
+    def given(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        me = ident()
+        if me not in inside:  # a test, a fixture, given code: nothing to hand over
+            return fn(*args, **kwargs)
+        args = tuple(hand_over(a, label) for a in args)
+        kwargs = {k: hand_over(v, label) for k, v in kwargs.items()}
+        inside.discard(me)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            inside.add(me)
+
+    wrapper = functools.wraps(fn)(given)
+    setattr(wrapper, _GIVEN_ATTR, True)
+    _GIVEN[id(fn)] = wrapper
+    return wrapper
+
+
+def _given_function(value: Any, module: Any) -> bool:
+    """A plain function defined in given module `module` (not yet wrapped)."""
+    return (
+        type(value) is types.FunctionType
+        and not getattr(value, _GIVEN_ATTR, False)
+        and value.__code__.co_filename == getattr(module, "__file__", None)
+        and not inspect.isgeneratorfunction(value)
+    )
+
+
+def _guard_given_class(cls: type, module: Any) -> None:
+    """Wrap the methods of given class `cls` (in place, once) as given functions."""
+    if id(cls) in _GIVEN_CLASSES:
+        return
+    _GIVEN_CLASSES.add(id(cls))
+    owner = cls.__module__.rsplit(".", 1)[-1]
+    for name, attr in list(cls.__dict__.items()):
+        if name.startswith("__") and name not in _GIVEN_DUNDERS:
+            continue
+        label = f"{owner}.{cls.__qualname__}.{name}"
+        new: Any = None
+        if _given_function(attr, module):
+            new = _wrap_given(attr, label)
+        elif isinstance(attr, staticmethod | classmethod) and _given_function(
+            attr.__func__, module
+        ):
+            new = type(attr)(_wrap_given(attr.__func__, label))
+        if new is not None:
+            try:
+                setattr(cls, name, new)
+            except (AttributeError, TypeError):
+                pass
+
+
+def _guard_given(module: Any) -> None:
+    """Wrap the functions and classes given module `module` defines."""
+    for name, value in list(vars(module).items()):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            _guard_given_class(value, module)
+        elif _given_function(value, module):
+            owner = module.__name__.rsplit(".", 1)[-1]
+            setattr(module, name, _wrap_given(value, f"{owner}.{value.__qualname__}"))
+
+
+def _rebind_given(module: Any) -> None:
+    """A learner module's names for given functions (`from .sim import run`) get the wrappers."""
+    for name, value in list(vars(module).items()):
+        wrapper = _GIVEN.get(id(value)) if type(value) is types.FunctionType else None
+        if wrapper is not None and wrapper.__wrapped__ is value:
+            setattr(module, name, wrapper)
 
 
 def _is_given(module: Any, learner_files: dict[str, Any]) -> bool:

@@ -76,6 +76,7 @@ from harness import todo
 
 from . import sim
 from .sim import Outcome
+from .sim import agrees as sim_agrees
 
 
 class Liar(int):
@@ -250,6 +251,29 @@ def make_class():
 
 def raises(x: int) -> int:
     raise ValueError(f"x must be positive, got {x}")
+
+
+def lambda_to_checker() -> bool:
+    return sim.agrees(lambda i: Liar(i), [5, 6])  # the given checker trusts ==
+
+
+def closure_to_checker() -> bool:
+    def policy(i):
+        return Liar(i)
+
+    return sim_agrees(policy, [5, 6])  # the given name as imported into calc.py
+
+
+def method_to_checker() -> bool:
+    class Chooser:
+        def choose(self, i):
+            return Liar(i)
+
+    return sim.agrees(Chooser().choose, [5, 6])
+
+
+def honest_lambda() -> bool:
+    return sim.agrees(lambda i: 2 * i, [0, 2, 4]) and sim.run(lambda i: i, 3) == [0, 1, 2]
 """
 
 
@@ -418,6 +442,28 @@ def test_a_given_simulator_calling_learner_code_gets_checked_values(
         sim.run(calc.policy_fn, 2)
     with pytest.raises(BoundaryError, match=r"^calc\.Policy\.choose returned an int subclass"):
         sim.run_obj(calc.Policy(), 3)
+
+
+@pytest.mark.parametrize(
+    "name, label",
+    [
+        ("lambda_to_checker", "calc.lambda_to_checker.<locals>.<lambda> (passed to sim.agrees)"),
+        ("closure_to_checker", "calc.closure_to_checker.<locals>.policy (passed to sim.agrees)"),
+        ("method_to_checker", "calc.method_to_checker.<locals>.Chooser.choose (passed to "
+         "sim.agrees)"),
+    ],
+)  # fmt: skip
+def test_a_learner_callable_handed_to_given_code_is_checked_there(
+    modules: tuple[Any, Any], name: str, label: str
+) -> None:
+    """Learner code handing a lambda, a closure or a bound method to a given checker: the checker
+    calls it as given code, so what it returns crosses the boundary (a Liar would make the
+    checker's `==` true); honest callables pass through with their values unchanged."""
+    calc, _ = modules
+    with pytest.raises(BoundaryError) as e:
+        getattr(calc, name)()
+    assert str(e.value).startswith(f"{label} returned an int subclass (Liar"), str(e.value)
+    assert calc.honest_lambda() is True
 
 
 def test_signatures_wrapped_and_inspect_still_work(modules: tuple[Any, Any]) -> None:
