@@ -158,6 +158,58 @@ def flush_sweep(
     return costs
 
 
+def oracle_line_size(costs: list[float]) -> tuple[int, float]:
+    """README.md's rule, exhaustively: the split k with the smallest total misfit (sum of
+    |log(cost / side's median)|, the first k on a tie), and its misses/hits median ratio."""
+    logs = [math.log(c) for c in costs]
+
+    def misfit(side: list[float]) -> float:
+        middle = statistics.median(side)
+        return sum(abs(c - middle) for c in side)
+
+    k = min(range(1, len(logs)), key=lambda k: (misfit(logs[:k]) + misfit(logs[k:]), k))
+    return k, statistics.median(costs[:k]) / statistics.median(costs[k:])
+
+
+@hidden_settings(max_examples=80)
+@given(
+    data=st.data(),
+    n=st.integers(3, 12),
+    factor=st.floats(-4.0, 3.5),  # log10 of the outlier's factor: 1/10,000 .. ~3,000x
+)
+@pytest.mark.kata_gate(
+    "line_size disagrees with the smallest-misfit split on random flush sweeps with one "
+    "measurement anywhere slowed or sped up by any factor (up to thousands)"
+)
+def test_line_size_is_the_smallest_misfit_split_whatever_the_outlier(
+    sweeps: Any, data: st.DataObject, n: int, factor: float
+) -> None:
+    """Shortcuts: a threshold at the geometric mean of the sweep's max and min, the largest
+    drop between neighbours: right while an outlier stays small, wrong once one point is
+    slowed more than (miss/hit)^2 times. Compared with the README's rule computed here."""
+    offsets = sorted(data.draw(st.sets(st.integers(1, 512), min_size=n, max_size=n)))
+    offsets = [8 * o for o in offsets]
+    step = data.draw(st.integers(1, n - 1), label="step")
+    costs = flush_sweep(random.Random(data.draw(st.integers(0, 2**32))), offsets, step)
+    i = data.draw(st.integers(0, n - 1), label="outlier")
+    costs[i] *= 10.0**factor
+    k, ratio = oracle_line_size(costs)
+    if ratio < 1.5:  # sweeps.STEP: the best split is no step down
+        try:
+            got = sweeps.line_size(offsets, costs)
+        except ValueError:
+            return
+        raise AssertionError(
+            f"line_size({offsets}, {costs}) = {got}: the best split has a misses/hits ratio "
+            f"{ratio:.3g} < 1.5, so this sweep has no step (ValueError)"
+        )
+    got = line_size_of(sweeps, offsets, costs, offsets[k])
+    assert got == offsets[k], (
+        f"line_size({offsets}, {costs}) = {got}, expected {offsets[k]} (the split with the "
+        f"smallest misfit; misses/hits {ratio:.3g})"
+    )
+
+
 @pytest.mark.parametrize(
     "costs, want",
     [
