@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import hidden_settings
+from harness.testing import hidden_settings, raises
 
 SETTINGS = hidden_settings(60)
 MAX_STEPS = 50_000  # the reference needs a few hundred issues at most
@@ -345,6 +345,34 @@ def test_lockstep_random_straight_line(simt, isa, case):
     )
 
 
+@pytest.mark.kata_gate(
+    "Warp.run's Result is not what stepping the warp gives: after run() the warp must be done and "
+    "its own trace must be the Result's (straight-line and branching programs)"
+)
+@SETTINGS
+@given(case=cases(IF_ELSE, size=4), uniform=st.booleans())
+def test_lockstep_run_steps_the_warp(simt, isa, case, uniform):
+    """Shortcut caught: run() that answers from isa.run_thread (the oracle) instead of stepping:
+    the warp object itself must have issued every instruction of the Result."""
+    text, width, init = case
+    if uniform:  # every lane starts alike: branches on data registers are uniform
+        init = [dict(init[0]) for _ in range(width)]
+    program = isa.parse(text)
+    warp = simt.Warp(program, width, init=init, reconverge=ipdoms(isa, program))
+    result = warp.run(max_steps=MAX_STEPS)
+    assert warp.done, "after run() the warp must be done (its stack empty)"
+    assert list(warp.trace) == list(result.trace), (
+        f"run() returned a trace of {len(result.trace)} issues but the warp itself issued "
+        f"{len(warp.trace)}: run() must step the warp, in\n{listing(program)}"
+    )
+    by_hand = simt.Warp(program, width, init=init, reconverge=ipdoms(isa, program))
+    while not by_hand.done and len(by_hand.trace) < MAX_STEPS:
+        by_hand.step()
+    assert list(by_hand.trace) == list(result.trace), (
+        f"run() and calling step() until done give different traces, in\n{listing(program)}"
+    )
+
+
 # --------------------------------------------------------------------------- task 2: divergence
 @pytest.mark.kata_gate(
     "divergent lanes do not rejoin at the branch's reconvergence pc: the code after the if/else "
@@ -360,6 +388,78 @@ def test_divergence_random_if_else(simt, isa, case):
     paths = check_lanes(isa, program, result, init)
     check_lockstep(program, result, paths)
     check_reconvergence(program, result, paths, ipdoms(isa, program))
+
+
+def live(stack) -> list[tuple[int, int, int]]:
+    """The entries that will issue: an entry whose pc is its rpc only waits to be popped (the
+    README's rule and its hint's shortcut of never pushing it keep the same live entries)."""
+    return [(e[0], e[1], e[2]) for e in stack if e[0] != e[1]]
+
+
+def model_stack(isa, program, width, init, reconverge):
+    """The README's reconvergence stack, written here: yields (issue, live entries after it)."""
+    exit_pc = len(program)
+    regs = [isa.fresh_registers(init[lane]) for lane in range(width)]
+    stack = [(0, exit_pc, (1 << width) - 1)] if program else []
+    while stack:
+        pc, rpc, mask = stack.pop()
+        where: dict[int, int] = {}
+        for lane in range(width):
+            if mask >> lane & 1:
+                nxt = isa.execute(program, pc, regs[lane], lane)
+                where[nxt] = where.get(nxt, 0) | 1 << lane
+        if len(where) == 1:
+            stack.append((next(iter(where)), rpc, mask))
+        else:
+            join = reconverge.get(pc, exit_pc)
+            stack.append((join, rpc, mask))
+            for side in (program[pc].target, pc + 1):
+                stack.append((side, join, where[side]))
+        while stack and stack[-1][0] == stack[-1][1]:
+            stack.pop()
+        yield (pc, mask), live(stack)
+
+
+def later_post_dominators(isa, program, r) -> dict[int, int]:
+    """A valid reconvergence map that is not the nearest one: for each pc a random strict
+    post-dominator (the lanes still all reach it), so an early join is wrong."""
+    pd = post_dominators(isa, program)
+    return {pc: r.choice(sorted(ds)) for pc, ds in pd.items()}
+
+
+@pytest.mark.kata_gate(
+    "Warp.step's stack (pc, rpc, mask entries) differs from the README's reconvergence stack on "
+    "random divergent programs, with reconverge= at the immediate or at later post-dominators"
+)
+@SETTINGS
+@given(case=cases(NESTED, size=4), late=st.booleans(), seed=st.integers(0, 2**32))
+def test_divergence_stack_follows_the_rules(simt, isa, case, late, seed):
+    """Shortcut caught: a scheduler without the stack (the lowest pc issues next, groups at one
+    pc merge): it rejoins structured code at the right place, but ignores reconverge= and
+    keeps no rpc."""
+    import random
+
+    text, width, init = case
+    program = isa.parse(text)
+    reconverge = (
+        later_post_dominators(isa, program, random.Random(seed)) if late else ipdoms(isa, program)
+    )
+    warp = simt.Warp(program, width, init=init, reconverge=reconverge)
+    for step, (issue, want) in enumerate(model_stack(isa, program, width, init, reconverge)):
+        assert step < MAX_STEPS, "test setup: the model ran away"
+        got = warp.step()
+        assert tuple(got) == issue, (
+            f"step {step}: the warp issued pc {got[0]} with mask {got[1]:#x}; the stack says pc "
+            f"{issue[0]} with {issue[1]:#x} (reconverge={reconverge}), in\n{listing(program)}"
+        )
+        assert live(warp.stack) == want, (
+            f"after step {step} (pc {issue[0]}) the stack's live entries (pc, rpc, mask), bottom "
+            f"first, are {[(p, r, hex(m)) for p, r, m in live(warp.stack)]}; the README's rules give "
+            f"{[(p, r, hex(m)) for p, r, m in want]} (reconverge={reconverge}), in\n{listing(program)}"
+        )
+    assert warp.done, (
+        f"the stack is empty after the last issue, but the warp is not done, in\n{listing(program)}"
+    )
 
 
 # --------------------------------------------------------------------------- task 3: reconvergence
@@ -418,12 +518,60 @@ def test_loops_random_lane_varying_trip_counts(simt, isa, case):
     check_reconvergence(program, result, paths, ipdoms(isa, program))
 
 
-# --------------------------------------------------------------------------- task 5: metrics
+def with_spin(text: str, cond: tuple) -> str:
+    """`text` with a branch at its top into an endless loop placed after its exit: the lanes
+    whose condition holds spin forever; the loop's pcs never reach the exit."""
+    op, a, b, br = cond
+    return (
+        f"    {op} {COND}, {a}, {b}\n    {br} {COND}, spin\n"
+        + text
+        + "    exit\nspin:\n    add r5, r5, 1\n    jmp spin\n"
+    )
+
+
+@pytest.mark.kata_gate(
+    "run(max_steps=k) does not stop an endless program after exactly k issues with StepLimitExceeded"
+)
 @SETTINGS
-@given(case=cases(EVERYTHING, size=3))
-def test_metrics_random_programs_agree_with_the_trace(simt, isa, case):
-    """Shortcuts caught: counting every conditional branch as a divergence, and cycles or
-    efficiency weighted by the active lanes instead of by the issues."""
+@given(case=cases(LOOPS, size=2), k=st.integers(1, 400))
+def test_loops_max_steps_stops_endless_programs(simt, isa, case, k):
+    text, width, init = case
+    program = isa.parse(with_spin(text, ("and", "lane", "0", "bz")))  # every lane spins
+    warp = simt.Warp(program, width, init=init)
+    with raises(
+        isa.StepLimitExceeded, f"Warp.run(max_steps={k}) on a program whose lanes never exit"
+    ):
+        warp.run(max_steps=k)
+    assert len(warp.trace) == k, (
+        f"run(max_steps={k}) issued {len(warp.trace)} instructions before raising, not {k}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "immediate_post_dominators gives an ipdom to pcs that never reach the exit (an endless loop), "
+    "or a wrong one to the pcs that do"
+)
+@SETTINGS
+@given(text=programs(EVERYTHING, size=3), cond=conditions)
+def test_reconvergence_ipdom_with_an_endless_loop(simt, isa, text, cond):
+    program = isa.parse(with_spin(text, cond))
+    expected = ipdoms(isa, program)
+    got = simt.immediate_post_dominators(program)
+    wrong = {pc: (got.get(pc), d) for pc, d in expected.items() if got.get(pc) != d}
+    extra = sorted(set(got) - set(expected))
+    assert not wrong and not extra, (
+        f"ipdoms wrong at {{pc: (yours, expected)}} {wrong}"
+        + (
+            f"; pcs of the endless loop never reach the exit and have no ipdom: {extra}"
+            if extra
+            else ""
+        )
+        + f", in\n{listing(program)}"
+    )
+
+
+# --------------------------------------------------------------------------- task 5: metrics
+def metrics_case(simt, isa, case):
     text, width, init = case
     program, result = run(simt, isa, text, width, init, default_ipdoms=True)
     paths = check_lanes(isa, program, result, init)
@@ -431,16 +579,51 @@ def test_metrics_random_programs_agree_with_the_trace(simt, isa, case):
     assert result.issued == len(result.trace), (
         f"issued: the trace holds {len(result.trace)} issues, issued says {result.issued}"
     )
-    assert result.cycles == sum(program[pc].cost for pc, _ in result.trace), (
-        "cycles: each issue costs its instruction's cost, whatever its mask"
+    return program, result, paths, width
+
+
+@pytest.mark.kata_gate(
+    "Result.cycles is not the sum of each issue's instruction cost (isa.COST) on random programs"
+)
+@SETTINGS
+@given(case=cases(EVERYTHING, size=3))
+def test_metrics_cycles_are_the_issues_costs(simt, isa, case):
+    """Each issue costs its instruction's cost, whatever its mask (a mul costs more than an add)."""
+    text, width, init = case
+    case = ("    mul r5, r5, lane\n" + text, width, init)  # every program issues a costly mul
+    program, result, _, _ = metrics_case(simt, isa, case)
+    want = sum(program[pc].cost for pc, _ in result.trace)
+    assert result.cycles == want, (
+        f"Result.cycles is {result.cycles}; the {result.issued} issues cost {want} "
+        f"(each issue costs its instruction's isa.COST, whatever its mask), in\n{listing(program)}"
     )
+
+
+@pytest.mark.kata_gate(
+    "Result.simd_efficiency is not active lane-slots over issued lane-slots on random programs"
+)
+@SETTINGS
+@given(case=cases(EVERYTHING, size=3))
+def test_metrics_simd_efficiency_counts_active_lanes(simt, isa, case):
+    program, result, paths, width = metrics_case(simt, isa, case)
     slots = sum(len(p) for p in paths)
     expected = slots / (result.issued * width) if result.issued else 1.0
     assert result.simd_efficiency == pytest.approx(expected), (
-        f"simd_efficiency: {slots} active lane-slots out of {result.issued} x {width}"
+        f"Result.simd_efficiency is {result.simd_efficiency}: {slots} active lane-slots out of "
+        f"{result.issued} issues x {width} lanes is {expected:.4f}, in\n{listing(program)}"
     )
+
+
+@pytest.mark.kata_gate(
+    "Result.divergences is not the number of issues whose active lanes split, on random programs"
+)
+@SETTINGS
+@given(case=cases(EVERYTHING, size=3))
+def test_metrics_divergences_count_the_splits(simt, isa, case):
+    """Shortcut caught: counting every conditional branch as a divergence."""
+    program, result, paths, _ = metrics_case(simt, isa, case)
     splits = len(divergent_issues(program, result.trace, paths))
     assert result.divergences == splits, (
-        f"divergences: {splits} branch issues split their lanes, you counted "
+        f"Result.divergences: {splits} branch issues split their lanes, you counted "
         f"{result.divergences}, in\n{listing(program)}"
     )
