@@ -730,3 +730,86 @@ def test_peak_flops_every_iteration_runs(lib: Any, bench: Any) -> None:
         assert got == pytest.approx(float(want[0]), rel=1e-4), (
             f"fma_chain({x0}, {m}, {a}, {iters}) = {got}, the recurrence gives {want[0]}"
         )
+
+
+@pytest.mark.kata_gate(
+    "fma_sweep's values are not `rounds` FMAs per element done one after another in float32, "
+    "for random round counts of 1,000 to 5,000 (sums that stagnate, chains far from converged)"
+)
+def test_your_roofline_fma_sweep_does_every_round(lib: Any, bench: Any) -> None:
+    """Two recurrences whose float32 value tells the work apart, drawn fresh each run:
+    x = x * 1 + a with a below half an ulp of x never moves (each FMA rounds back to x), where
+    any formula for `rounds` steps at once (x + rounds * a) moves; and x = x * 0.9999 + 1e-4
+    after r rounds, far from its limit, which r / 4 rounds or a capped count miss."""
+    rng = random.Random(seeded("fma_sweep rounds"))
+    n = rng.randrange(1_000, 3_000)  # any remainder after the vector blocks
+    rounds = rng.randrange(1_000, 5_000)
+    x = np.array([rng.uniform(1.0, 2.0) for _ in range(n + 1)], dtype=np.float32)
+    start, guard = x[:n].copy(), x[n]
+    a = float(np.float32(2.0**-25 * rng.uniform(0.2, 0.9)))  # < half an ulp of [1, 2)
+    px = lib.ffi.cast("float *", lib.ffi.from_buffer(x))
+    assert bench.started(lib.fma_sweep(px, n, 1.0, a, rounds), "fma_sweep") == MB_OK, (
+        f"fma_sweep(n={n}, m=1, a={a}, rounds={rounds}) did not return MB_OK"
+    )
+    moved = np.flatnonzero(x[:n] != start)
+    assert moved.size == 0, (
+        f"fma_sweep(x in [1, 2), m=1, a={a:.3g}, rounds={rounds}): element {moved[0]} became "
+        f"{x[moved[0]]!r} from {start[moved[0]]!r}; each float32 FMA x*1 + a with a below half "
+        f"an ulp of x gives x back, so {rounds} of them in turn leave it unchanged"
+    )
+    assert x[n] == guard, "fma_sweep wrote past element n-1"
+    m, a = float(np.float32(0.9999)), float(np.float32(1e-4))
+    x[:n] = np.float32(rng.choice([3.0, 5.0, 9.0]))
+    want = fma_chains(x[:1], m, a, rounds)[0]
+    early = fma_chains(x[:1], m, a, rounds // 4)[0]
+    assert abs(early - want) > 1e-2 * abs(want), "test data: r and r/4 rounds do not differ"
+    lib.fma_sweep(px, n, m, a, rounds)
+    np.testing.assert_allclose(
+        x[:n], want, rtol=1e-4,
+        err_msg=f"fma_sweep(m={m}, a={a}, rounds={rounds}): not the value after {rounds} FMAs",
+    )  # fmt: skip
+
+
+BASELINE_CHAIN = """#include <math.h>
+float hidden_chain(float x, float m, float a, long long iters) {
+    for (long long i = 0; i < iters; i++) x = fmaf(x, m, a);
+    return x;
+}
+"""
+
+
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
+@pytest.mark.kata_gate(
+    "fma_peak is not 16x faster than one dependent FMA chain built by the test (gcc -O2 "
+    "-march=native, timed in the same rounds): K independent scalar chains reach at most ~8x"
+)
+def test_peak_flops_peak_beats_the_tests_own_chain(lib: Any, bench: Any, tmp_path: Any) -> None:
+    """The public speedup is measured against the learner's own fma_chain, which a slowed
+    chain (x kept in a volatile: a store and a load per FMA) makes easy to beat. Here the one
+    chain is the test's: latency-bound whatever the submission does, and two FMA units can
+    start at most latency x units = 8 scalar FMAs in flight, so 16x needs vectors."""
+    import ctypes
+
+    from harness.native.build import build_shared_library
+
+    source = tmp_path / "hidden_chain.c"
+    source.write_text(BASELINE_CHAIN)
+    chain_lib = ctypes.CDLL(str(build_shared_library([source], flags=("-march=native",)).path))
+    chain = chain_lib.hidden_chain
+    chain.restype = ctypes.c_float
+    chain.argtypes = [ctypes.c_float, ctypes.c_float, ctypes.c_float, ctypes.c_longlong]
+    out = np.zeros(256, dtype=np.float32)
+    pout = lib.ffi.cast("float *", lib.ffi.from_buffer(out))
+    iters = 2_000_000
+    k = bench.started(lib.fma_peak(pout, 1.0, 0.999, 0.001, 1), "fma_peak")
+    run_peak = lambda: lib.fma_peak(pout, 1.0, 0.999, 0.001, iters)  # noqa: E731
+    run_chain = lambda: chain(1.0, 0.999, 0.001, iters)  # noqa: E731
+    speedup = 0.0
+    for _ in range(3):  # a busy machine can upset one measurement; three chances
+        speedup = max(speedup, k * bench.paired(run_peak, run_chain))
+        if speedup >= 16:
+            break
+    assert speedup >= 16, (
+        f"fma_peak ({k} chains, {iters} iterations) is only {speedup:.1f}x as fast as one "
+        f"dependent fmaf chain compiled by the test; 16x expected (vector chains)"
+    )
