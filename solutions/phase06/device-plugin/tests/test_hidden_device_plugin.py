@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from typing import Any
 
 import pytest
@@ -161,6 +162,26 @@ def test_restart_twice(rig: Any) -> None:
         ep.wait_devices(lambda ds: len(ds) == 8, what=f"8 devices after restart {n}")
     rig.node.set_health(rig.node.gpus[0].uuid, False)
     ep.wait_devices(lambda ds: ds[0].health == UNHEALTHY, what="GPU 0 Unhealthy after 2 restarts")
+
+
+@pytest.mark.kata_gate(
+    "the plugin registers more than once per kubelet restart (it must register once when a new "
+    "kubelet.sock appears, then wait for the next one), restarts drawn at random"
+)
+def test_restart_registers_once_per_kubelet(rig: Any, kata_random: random.Random) -> None:
+    """1 to 3 kubelet restarts: after each, one registration, and none more while that
+    kubelet runs (half a second: ten of the reference's ticks)."""
+    rig.start()
+    restarts = kata_random.randrange(1, 4)
+    for n in range(1, restarts + 1):
+        rig.kubelet.restart()
+        rig.kubelet.wait_registered("nvidia.com/gpu", timeout=5, after=n)
+        time.sleep(0.5)
+        got = len(rig.kubelet.registrations)
+        assert got == n + 1, (
+            f"after kubelet restart {n} of {restarts}: {got} registrations accepted in all, "
+            f"expected {n + 1} (one at start, one per restart)"
+        )
 
 
 @pytest.mark.kata_gate("ListAndWatch does not end in a GPU's last health state after it flaps")
