@@ -137,8 +137,9 @@ def test_pools_best_fit_ties_go_to_the_lowest_address(make: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "malloc does not return the best fit (the smallest free block big enough) among holes of "
-    "several sizes"
+    "malloc, free, empty_cache or stats() disagree with checker.py's model of the caching"
+    " allocator (best fit, splitting, cached segments, the OOM retry) on random sequences on a"
+    " 100 MiB device"
 )
 def test_pools_state_machine_bigger_device(lib: Any, checker: Any) -> None:
     run_state_machine_as_test(
@@ -301,8 +302,9 @@ def test_streams_reuse_waits_for_every_recorded_stream(make: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "a block freed after record_stream is handed out again while the recorded stream may still "
-    "read it"
+    "malloc, free, record_stream or empty_cache disagree with checker.py's model over streams"
+    " (a block reused only once every stream recorded on it has completed its work) on random"
+    " sequences on an 80 MiB device"
 )
 def test_streams_state_machine_long(lib: Any, checker: Any) -> None:
     run_state_machine_as_test(
@@ -312,8 +314,9 @@ def test_streams_state_machine_long(lib: Any, checker: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "a block freed after record_stream is handed out again while the recorded stream may still "
-    "read it"
+    "malloc, free, record_stream or empty_cache disagree with checker.py's model over streams"
+    " 0, 1, 2 (a block reused only once every stream recorded on it has completed its work) on"
+    " random sequences of launches and completions"
 )
 def test_streams_random_sequences(lib: Any, checker: Any) -> None:
     """Fresh seeded sequences over streams 0, 1, 2 with record_stream, launches, completions

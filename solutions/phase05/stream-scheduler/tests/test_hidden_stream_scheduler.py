@@ -264,7 +264,10 @@ def test_clock_more_streams_than_workers(new: Any, sched: Any, checker: Any) -> 
         )
 
 
-@pytest.mark.kata_gate("the logical clock ignores stream priorities")
+@pytest.mark.kata_gate(
+    "the logical clock on 1 worker does not start ready kernels highest stream priority first"
+    " (three streams of priorities 0, -1, -2)"
+)
 def test_clock_three_priorities_one_worker(new: Any) -> None:
     s = new(workers=1)
     a, b, c = s.stream(priority=0), s.stream(priority=-1), s.stream(priority=-2)
