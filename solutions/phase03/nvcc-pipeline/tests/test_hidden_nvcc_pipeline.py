@@ -270,8 +270,9 @@ def test_resources_hidden_template_names(resources, tc, workdir):
 
 
 # --------------------------------------------------------------------------- lineinfo
-def oracle_lines(ptx: str) -> list[tuple[str, int, str, int]]:
-    """(function, PTX line, file, source line) for every instruction: a second implementation."""
+def oracle_lines(ptx: str) -> list[tuple]:
+    """(function, PTX line, file, source line, inlined_at) for every instruction: a second
+    implementation (inlined_at: (file, line) of the call for inlined code, else None)."""
     files = {
         int(n): Path(p).name for n, p in re.findall(r'^\s*\.file\s+(\d+)\s+"([^"]*)"', ptx, re.M)
     }
@@ -286,7 +287,9 @@ def oracle_lines(ptx: str) -> list[tuple[str, int, str, int]]:
             depth += code.count("{") - code.count("}")
             continue
         if m := re.match(r"\.loc\s+(\d+)\s+(\d+)", code):
+            at = re.search(r"inlined_at\s+(\d+)\s+(\d+)", code)
             loc = (files[int(m.group(1))], int(m.group(2)))
+            loc += ((files[int(at.group(1))], int(at.group(2))) if at else None,)
             continue
         depth += code.count("{") - code.count("}")
         if depth == 0:
@@ -297,10 +300,46 @@ def oracle_lines(ptx: str) -> list[tuple[str, int, str, int]]:
     return out
 
 
-def ours(lineinfo, ptx: str) -> list[tuple[str, int, str, int]]:
+def ours(lineinfo, ptx: str) -> list[tuple]:
     return [
-        (i.function, i.ptx_line, i.file, i.line) for i in lineinfo.parse_lineinfo(ptx).instructions
+        (i.function, i.ptx_line, i.file, i.line, i.inlined_at)
+        for i in lineinfo.parse_lineinfo(ptx).instructions
     ]
+
+
+def same_table(lineinfo, ptx: str, what: str) -> None:
+    """parse_lineinfo's table against the oracle's, failing with the instructions that differ:
+    the first ones missing, extra or attributed otherwise, named by function and PTX line."""
+    got, want = ours(lineinfo, ptx), oracle_lines(ptx)
+    if got == want:
+        return
+    lines = ptx.splitlines()
+    mine = {(r[0], r[1]): r for r in got}
+    theirs = {(r[0], r[1]): r for r in want}
+    fields = ("function", "PTX line", "file", "line", "inlined_at")
+
+    def show(row: tuple) -> str:
+        text = lines[row[1] - 1].strip() if 0 < row[1] <= len(lines) else "?"
+        return f"{row[0]} PTX line {row[1]} `{text}`"
+
+    missing = [theirs[k] for k in theirs if k not in mine]
+    extra = [mine[k] for k in mine if k not in theirs]
+    wrong = [(mine[k], theirs[k]) for k in theirs if k in mine and mine[k] != theirs[k]]
+    parts = [f"{what}: parse_lineinfo's table has {len(got)} instructions, expected {len(want)}"]
+    if missing:
+        parts.append(f"{len(missing)} missing, first: " + "; ".join(map(show, missing[:3])))
+    if extra:
+        parts.append(f"{len(extra)} not instructions or unattributed, first: " + "; ".join(map(show, extra[:3])))  # fmt: skip
+    for g, w in wrong[:3]:
+        diff = ", ".join(
+            f"{f} {a!r} (expected {b!r})" for f, a, b in zip(fields, g, w, strict=True) if a != b
+        )
+        parts.append(f"{show(w)}: {diff}")
+    if len(wrong) > 3:
+        parts.append(f"... {len(wrong)} instructions attributed otherwise in all")
+    if not (missing or extra or wrong):
+        parts.append("the same instructions in another order (PTX order expected)")
+    raise AssertionError("\n".join(parts))
 
 
 def test_lineinfo_hidden_device_debug(lineinfo, tc, kernels_cu):
@@ -314,7 +353,7 @@ def test_lineinfo_hidden_device_debug(lineinfo, tc, kernels_cu):
     )  # the test's own premise, about the toolchain
     files, entries = lineinfo.parse_files(ptx), re.findall(r"^\s*\.file", ptx, re.M)
     assert len(files) == len(entries), f"-G PTX: parse_files {files}, {len(entries)} .file lines"
-    assert ours(lineinfo, ptx) == oracle_lines(ptx), "-G PTX: parse_lineinfo's line table"
+    same_table(lineinfo, ptx, "-G PTX")
 
 
 def test_lineinfo_hidden_without_lineinfo(lineinfo, tc, kernels_cu):
@@ -325,6 +364,23 @@ def test_lineinfo_hidden_without_lineinfo(lineinfo, tc, kernels_cu):
     assert lineinfo.parse_files(ptx) == {}, "PTX without -lineinfo: parse_files finds no file"
     got = lineinfo.parse_lineinfo(ptx).instructions
     assert got == [], f"PTX without -lineinfo: no instruction has a line, got {got[:3]}"
+
+
+@pytest.mark.kata_gate(
+    "parse_lineinfo's table (function, PTX line, file, line, inlined_at of each instruction) "
+    "differs from a second parser's on real -lineinfo PTX with inlined code"
+)
+@pytest.mark.parametrize("arch", [SM75, SM90])
+def test_lineinfo_hidden_every_instruction_and_where_it_was_inlined(
+    lineinfo, tc, kernels_cu, questions_cu, arch
+):
+    """Shortcuts: never reading inlined_at (inlined code then looks like the callee's own
+    lines), or dropping the instructions of call sequences: every instruction of every
+    function of both given sources, -lineinfo at sm_75 and sm_90, against a second parser."""
+    for source in (kernels_cu, questions_cu):
+        ptx = tc.ptx(source, arch, ["-lineinfo"])
+        assert "inlined_at" in ptx, f"{source.name}: this nvcc's PTX has no inlined code"
+        same_table(lineinfo, ptx, f"{source.name} -lineinfo {arch}")
 
 
 LINE_DIRECTIVES = """#line 1 "helpers.cuh"
@@ -355,7 +411,7 @@ def test_lineinfo_hidden_second_file(lineinfo, tc, workdir):
     inlined = {i.inlined_at for i in body}
     assert inlined == {("main.cu", 4)}, f"smooth is inlined at main.cu line 4, got {inlined}"
     assert [i.text.split()[0] for i in body].count("mul.f32") == 2, "v * v * (3 - 2v)"
-    assert ours(lineinfo, ptx) == oracle_lines(ptx), "two files' PTX: parse_lineinfo's table"
+    same_table(lineinfo, ptx, "two files' PTX")
 
 
 # --------------------------------------------------------------------------- sass
