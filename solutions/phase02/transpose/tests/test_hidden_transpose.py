@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.testing import check_written, hidden_settings, seeded
+from harness.testing import check_written, hidden_settings, random_for, seeded
 
 SETTINGS = hidden_settings(200)
 
@@ -83,6 +83,26 @@ def test_banks_column_reads_of_any_width(banks, width):
 
     got = banks.column_read_degree(width)
     assert got == gcd(width, 32), f"column_read_degree({width}) = {got}, expected {gcd(width, 32)}"
+
+
+@pytest.mark.kata_gate(
+    "column_read_degree is not the conflict degree of 32 lanes reading one column of a "
+    "float tile[32][row_floats] (gcd(row_floats, 32)) on random widths and columns"
+)
+def test_banks_column_reads_of_random_widths_and_columns(banks):
+    """Widths and columns drawn fresh each run: lane i reads byte 4 (i row_floats + column),
+    so the degree is gcd(row_floats, 32) whatever the column."""
+    from math import gcd
+
+    rng = random_for("banks column reads")
+    for _ in range(30):
+        width = rng.choice((rng.randrange(1, 40), rng.randrange(1, 600), 32 * rng.randrange(1, 9)))
+        column = rng.randrange(width)
+        got = banks.column_read_degree(width, column)
+        assert got == gcd(width, 32), (
+            f"column_read_degree({width}, {column}) = {got}, expected gcd({width}, 32) = "
+            f"{gcd(width, 32)}"
+        )
 
 
 # --------------------------------------------------------------------------- kernels
