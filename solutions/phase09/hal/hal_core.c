@@ -107,7 +107,6 @@ static int g_ndevices;
 static entry_t* g_entries;   // g_entries[id - 1]; ids never reused, across inits too
 static uint64_t g_nentries, g_capentries;
 
-#define KIND_NAME(k) ((k) == K_MEM ? "memory" : (k) == K_MODULE ? "module" : (k) == K_FUNCTION ? "function" : (k) == K_STREAM ? "stream" : "event")
 
 // Call into a backend with its lock when it is not thread-safe.
 #define BCALL(b, expr)                                           \
