@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.testing import hidden_settings, raises
+from harness.testing import hidden_settings, raises, random_for
 
 
 def read_back(manager: Any, pool: Any, seq_id: int) -> list[int]:
@@ -842,3 +842,63 @@ def test_blocks_free_queue_order_against_a_model(bm: Any, kv_store: Any, kata_ra
                 f" and takes a freed sequence's blocks last one first gives {want} (prefix"
                 f" caching off; step {step} of {ops[: step + 1]})"
             )
+
+
+def _pool_workload(bm_mod: Any, kv_store: Any, num_blocks: int, seed: int) -> tuple[float, int]:
+    """Seconds for one fixed workload (add, append, fork, free, num_free_blocks after each) on
+    a manager of `num_blocks` GPU blocks built outside the timing; the free count at the end."""
+    import random
+    import time
+
+    mgr = bm_mod.BlockManager(kv_store.KVPool(num_blocks, 4, "gpu"), kv_store.KVPool(64, 4, "cpu"))
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(1000) for _ in range(rng.randint(6, 30))] for _ in range(40)]
+    t0 = time.perf_counter()
+    for s, prompt in enumerate(prompts):
+        mgr.add_sequence(s, prompt)
+        mgr.num_free_blocks()
+        for k in range(5):
+            mgr.append_token(s, k)
+            mgr.num_free_blocks()
+        if s % 3 == 0:
+            mgr.fork(s, 1000 + s)
+            mgr.append_token(1000 + s, 7)
+            mgr.num_free_blocks()
+            mgr.free(1000 + s)
+        if s % 2:
+            mgr.free(s)
+        mgr.num_free_blocks()
+    return time.perf_counter() - t0, mgr.num_free_blocks()
+
+
+@pytest.mark.kata_budget  # a measurement: it runs alone, not beside other tests under -n
+@pytest.mark.kata_gate(
+    "a block-manager operation's time grows with the pool: the same 40-sequence workload on"
+    " 262,144 blocks takes over 8x (and 4x the reference's ratio) what it takes on 1,024"
+)
+def test_speed_operations_do_not_grow_with_the_pool(bm: Any, kata: Any, kata_budget: Any) -> None:
+    kv_store = kata.module("kv_store")
+    ref_bm = kata_budget.reference.module("block_manager")
+    seed = random_for().randrange(1 << 30)
+    small, big = 1024, 1 << 18
+
+    def ratio(mod: Any) -> float:
+        t = {
+            n: min(_pool_workload(mod, kv_store, n, seed)[0] for _ in range(3))
+            for n in (small, big)
+        }
+        return t[big] / t[small]
+
+    free = _pool_workload(bm, kv_store, big, seed)[1]
+    want = _pool_workload(ref_bm, kv_store, big, seed)[1]
+    assert free == want, (
+        f"num_free_blocks() after the workload on {big} blocks is {free}, not {want}"
+    )
+    mine, ref = ratio(bm), ratio(ref_bm)
+    if mine > max(8.0, 4 * ref):  # a busy machine can upset one measurement: once more
+        mine, ref = ratio(bm), ratio(ref_bm)
+    assert mine <= max(8.0, 4 * ref), (
+        f"the block manager's workload (40 sequences: add, append, fork, free, num_free_blocks)"
+        f" takes {mine:.1f}x as long on {big} blocks as on {small}; the reference {ref:.1f}x:"
+        " an operation scans the pool"
+    )
