@@ -457,6 +457,41 @@ def test_typecheck_hidden_errors_inside_lets_and_calls(kata, source, message):
     )
 
 
+@given(p=programs(depth=2), data=st.data())
+@hidden_settings(30)
+@pytest.mark.kata_gate(
+    "front_end accepts, or reports elsewhere, a random program that defines a name twice "
+    "(an input repeated, or a let naming an input or an earlier let)"
+)
+def test_typecheck_hidden_every_redefinition_is_refused(kata, p, data):
+    """Catches: no 'already defined' check, or one for inputs only or lets only. The second
+    definition is drawn at random among the program's names; the error is at its name."""
+    names = [n for n, _ in p.inputs] + [n for n, _ in p.lets]
+    if not names:
+        return
+    name = data.draw(st.sampled_from(names), label="defined twice")
+    as_input = data.draw(st.booleans(), label="as an input") and name in dict(p.inputs)
+    if as_input:
+        kinds = dict(p.inputs)
+        inputs = (*p.inputs, (name, kinds.get(name, "f32")))
+        twice = P(inputs, p.lets, p.result)
+        head = twice.src().split("\n", 1)[0]
+        line, col = 1, head.rindex(f"{name}:") + 1
+    else:
+        at = data.draw(st.integers(0, len(p.lets)), label="let position")
+        if name in [n for n, _ in p.lets[:at]] or name in dict(p.inputs):
+            pass  # defined before the new let
+        else:
+            at = len(p.lets)  # after its own definition
+        value = T("num", "i32", "1", value=1)
+        twice = P(p.inputs, (*p.lets[:at], (name, value), *p.lets[at:]), p.result)
+        line, col = (1 if p.inputs else 0) + at + 1, 5
+    source = twice.src()
+    got = compile_error(kata.module("compiler").front_end, source)
+    want = f"{line}:{col}: '{name}' is already defined"
+    assert got == want, f"front_end's CompileError is {got!r}, expected {want!r}, for:\n{source}"
+
+
 # --------------------------------------------------------------------------- codegen
 @given(p=programs(depth=3))
 @hidden_settings(45)
