@@ -380,6 +380,60 @@ def test_lexer_hidden_number_corners(kata):
         assert msg.startswith(f"1:{col}:"), f"{bad!r}: {msg}"
 
 
+@st.composite
+def number_literal(draw) -> tuple[str, str]:
+    """(text, what the lexer makes of it): "int", "float", "malformed" or "range"."""
+    digits = st.text("0123456789", min_size=1, max_size=6)
+    kind = draw(st.sampled_from(["int", "big", "float", "exp", "dot", "e", "e-sign", "dot-e"]))
+    whole = draw(digits)
+    if kind == "int":
+        return draw(st.sampled_from(["", "0", "00"])) + str(draw(st.integers(0, 2**31 - 1))), "int"
+    if kind == "big":
+        return str(draw(st.integers(2**31, 10**12))), "range"
+    if kind == "float":
+        return f"{whole}.{draw(digits)}", "float"
+    if kind == "exp":
+        frac = draw(st.sampled_from(["", "." + draw(digits)]))
+        sign = draw(st.sampled_from(["", "+", "-"]))
+        return f"{whole}{frac}{draw(st.sampled_from('eE'))}{sign}{draw(digits)}", "float"
+    if kind == "dot":
+        return f"{whole}.", "malformed"
+    if kind == "e":
+        return f"{whole}{draw(st.sampled_from('eE'))}", "malformed"
+    if kind == "e-sign":
+        return f"{whole}.{draw(digits)}e{draw(st.sampled_from('+-'))}", "malformed"
+    return f"{whole}.e{draw(digits)}", "malformed"
+
+
+@given(number=number_literal(), pad=st.integers(0, 3), data=st.data())
+@hidden_settings(60)
+@pytest.mark.kata_gate(
+    "tokenize gets a random number literal wrong: an int, a float in each README form, an int "
+    "above 2**31 - 1 or a malformed '1.', '2e', '1.5e+', '1.e5' (kind, text or error and column)"
+)
+def test_lexer_hidden_every_number_rule(kata, number, pad, data):
+    """Catches: a lexer that never validates numbers (every rule of the README's token table
+    for numbers), or checks them only in the public cases. Literals drawn fresh each run."""
+    text, want = number
+    prefix = "x" + " " * data.draw(st.integers(1, 3)) + "+" + " " * pad
+    source = prefix + text + " * y"
+    lex = kata.module("lexer").tokenize
+    col = len(prefix) + 1
+    if want in ("int", "float"):
+        got = [(t.kind, t.text, t.col) for t in lex(source)[:4]]
+        assert got[2] == (want, text, col), (
+            f"tokenize({source!r}): token 3 is {got[2]}, expected {(want, text, col)}"
+        )
+        return
+    msg = compile_error(lex, source)
+    expected = (
+        f"1:{col}: integer literal {text} is out of range for i32"
+        if want == "range"
+        else f"1:{col}: malformed number {text!r}"
+    )
+    assert msg == expected, f"tokenize({source!r}): CompileError {msg!r}, expected {expected!r}"
+
+
 # --------------------------------------------------------------------------- parser
 @given(p=programs(depth=4))
 @hidden_settings(30)  # 60 took 15-35 s of the 30 s limit on a loaded 2-core machine
