@@ -813,3 +813,42 @@ def test_peak_flops_peak_beats_the_tests_own_chain(lib: Any, bench: Any, tmp_pat
         f"fma_peak ({k} chains, {iters} iterations) is only {speedup:.1f}x as fast as one "
         f"dependent fmaf chain compiled by the test; 16x expected (vector chains)"
     )
+
+
+@pytest.mark.kata_gate(
+    "a STREAM kernel's result is not its formula on a random array of 100,000 to 3,000,000 "
+    "elements (every element, and nothing past n)"
+)
+def test_bandwidth_kernels_compute_at_every_size(lib: Any, bench: Any) -> None:
+    """Catches: kernels that return MB_OK without touching arrays larger than the sizes the
+    public formula test uses (so any bandwidth computed from them is fiction). The size and
+    the data are drawn fresh each run; values within 1e-14 (a contracted FMA in triad is fine)."""
+    rng = random.Random(seeded("stream sizes"))
+    n = rng.randrange(100_000, 3_000_000)
+    gen = np.random.default_rng(rng.randrange(2**32))
+    a, b, c = (gen.standard_normal(n + 1) for _ in range(3))
+    q = rng.uniform(0.5, 4.0)
+    ptr = lambda x: lib.ffi.cast("double *", lib.ffi.from_buffer(x))  # noqa: E731
+    calls = {
+        COPY: ("c", lambda: lib.stream_copy(ptr(c), ptr(a), n), lambda: a[:n]),
+        SCALE: ("b", lambda: lib.stream_scale(ptr(b), ptr(c), q, n), lambda: q * c[:n]),
+        ADD: ("c", lambda: lib.stream_add(ptr(c), ptr(a), ptr(b), n), lambda: a[:n] + b[:n]),
+        TRIAD: (
+            "a",
+            lambda: lib.stream_triad(ptr(a), ptr(b), ptr(c), q, n),
+            lambda: b[:n] + q * c[:n],
+        ),  # fmt: skip
+    }
+    arrays = {"a": a, "b": b, "c": c}
+    for kernel, (name, run, formula) in calls.items():
+        want = formula().copy()
+        guard = arrays[name][n]
+        rc = bench.started(run(), f"stream_{NAMES[kernel]}")
+        assert rc == MB_OK, f"stream_{NAMES[kernel]}(n={n}) returned {rc}, not MB_OK"
+        out = arrays[name]
+        wrong = np.flatnonzero(~np.isclose(out[:n], want, rtol=1e-14, atol=1e-300))
+        assert wrong.size == 0, (
+            f"stream_{NAMES[kernel]}(n={n}, q={q}): {name}[{wrong[0]}] = {out[wrong[0]]!r}, "
+            f"the formula gives {want[wrong[0]]!r} ({wrong.size} elements wrong)"
+        )
+        assert out[n] == guard, f"stream_{NAMES[kernel]}(n={n}) wrote past element n-1 of {name}"
