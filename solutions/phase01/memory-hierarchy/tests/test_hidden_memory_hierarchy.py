@@ -528,6 +528,10 @@ def test_roofline_arithmetic_at_any_scale(roofline: Any, peak: float, bw: float,
     assert got == want, f"bound({ai:g}, {peak:g}, {bw:g}) = {got!r}, expected {want!r}"
 
 
+@pytest.mark.kata_gate(
+    "place() gives a kernel's attainable or efficiency against another roof than its own "
+    "(ai x bandwidth left of the ridge, the peak right of it), on random machines and kernels"
+)
 def test_roofline_place_a_memory_bound_kernel(roofline: Any) -> None:
     """Shortcut: place() measures every kernel against the peak (efficiency = achieved / peak,
     attainable = peak). The public test places only a compute-bound kernel, where that is right.
@@ -576,6 +580,10 @@ def svg_geometry(svg: str) -> tuple[list[tuple[float, float]], list[tuple[float,
     bw=st.floats(1e9, 1e13),
     ais=st.lists(st.floats(-3.0, 3.0), min_size=1, max_size=4),
     effs=st.lists(st.floats(-3.0, 0.0), min_size=4, max_size=4),
+)
+@pytest.mark.kata_gate(
+    "roofline_svg's axes are not logarithmic (equal ratios at equal distances) or its roof and "
+    "dots are not where attainable() and the kernels put them, on random machines and kernels"
 )
 def test_roofline_svg_axes_are_log_and_the_roof_is_in_place(
     roofline: Any, peak: float, bw: float, ais: list[float], effs: list[float]
