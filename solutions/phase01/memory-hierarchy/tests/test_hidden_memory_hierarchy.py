@@ -78,6 +78,20 @@ def test_capacities_link_is_not_a_stride_walk(lib: Any, bench: Any) -> None:
         looks_random(chase_successors(lib, bench, n, stride, 5), f"chase_link(n={n})")
 
 
+@pytest.mark.kata_gate(
+    "chase_link's cycle over a random n of 5,000 to 60,000 slots is not a random one (few "
+    "distinct steps, or hops that stay near): the sizes a sweep's large arrays use"
+)
+def test_capacities_link_is_random_at_every_size(lib: Any, bench: Any) -> None:
+    """Shortcut: a random cycle only at the small sizes the property tests use, a sequential
+    or strided one above (the walk then measures the prefetcher: the sweep shows no level).
+    n and the seed drawn fresh each run."""
+    rng = random.Random(seeded("chase sizes"))
+    n = rng.randrange(5_000, 60_000)
+    seed = rng.randrange(2**63)
+    looks_random(chase_successors(lib, bench, n, 1, seed), f"chase_link(n={n}, seed={seed})")
+
+
 def test_capacities_link_depends_on_the_seed(lib: Any, bench: Any) -> None:
     """Shortcut: a random cycle from a fixed seed (srand(1) once), reproducible but the same for
     every seed: the sweep's sizes all walk one pattern and a retry with another seed cannot
@@ -320,6 +334,10 @@ def test_line_size_flush_lines_evicts_the_line_of_the_byte(lib: Any, bench: Any)
 
 
 # --------------------------------------------------------------------------- cache_levels
+@pytest.mark.kata_gate(
+    "cache_levels misses a knee of a level whose latency climbs gradually (each step below "
+    "jump, the plateau's median left behind)"
+)
 def test_capacities_levels_knee_is_measured_from_the_plateau_start(sweeps: Any) -> None:
     """Shortcut: `latency[i] > jump * latency[i - 1]` (a knee against the previous point, not the
     plateau's first): the same on the public sweeps, blind to a level whose latency climbs
