@@ -883,11 +883,11 @@ def test_speed_operations_do_not_grow_with_the_pool(bm: Any, kata: Any, kata_bud
     small, big = 1024, 1 << 18
 
     def ratio(mod: Any) -> float:
-        t = {
-            n: min(_pool_workload(mod, kv_store, n, seed)[0] for _ in range(3))
-            for n in (small, big)
-        }
-        return t[big] / t[small]
+        low = min(_pool_workload(mod, kv_store, small, seed)[0] for _ in range(3))
+        high = _pool_workload(mod, kv_store, big, seed)[0]
+        if high < 40 * low:  # fastest of three, unless one run already shows 40x
+            high = min(high, *(_pool_workload(mod, kv_store, big, seed)[0] for _ in range(2)))
+        return high / low
 
     free = _pool_workload(bm, kv_store, big, seed)[1]
     want = _pool_workload(ref_bm, kv_store, big, seed)[1]
@@ -895,7 +895,7 @@ def test_speed_operations_do_not_grow_with_the_pool(bm: Any, kata: Any, kata_bud
         f"num_free_blocks() after the workload on {big} blocks is {free}, not {want}"
     )
     mine, ref = ratio(bm), ratio(ref_bm)
-    if mine > max(8.0, 4 * ref):  # a busy machine can upset one measurement: once more
+    if max(8.0, 4 * ref) < mine < 40:  # load can upset one measurement, never by 40x: again
         mine, ref = ratio(bm), ratio(ref_bm)
     assert mine <= max(8.0, 4 * ref), (
         f"the block manager's workload (40 sequences: add, append, fork, free, num_free_blocks)"
