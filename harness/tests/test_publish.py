@@ -185,7 +185,9 @@ def test_real_repository_simt_publishes_and_runs(tmp_path: Path) -> None:
     solutions = clone(target, "solutions", tmp_path / "solutions")
     assert (learner / "harness/plugin.py").is_file() and not (learner / "harness/tests").exists()
     assert sorted(p.name for p in (learner / "katas").glob("*/*") if p.is_dir()) == ["simt"]
-    assert (learner / "katas/phase01/README.md").is_file(), "the phase's README ships with its katas"
+    assert (learner / "katas/phase01/README.md").is_file(), (
+        "the phase's README ships with its katas"
+    )
     assert_no_secret_lines(learner, secret_lines(REPO_ROOT))
     tmp = tmp_path / "tmpdir"
     tmp.mkdir()
