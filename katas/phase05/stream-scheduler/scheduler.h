@@ -13,7 +13,10 @@
  *
  * Every enqueue returns the new operation's id (0, 1, 2 ... in call order) or a negative error.
  * Stream 0 is the legacy default stream, SCHED_PER_THREAD the calling thread's own default
- * stream (cudaStreamPerThread); sched_stream_create returns 1, 2, 3 ... */
+ * stream (cudaStreamPerThread); sched_stream_create returns 1, 2, 3 ...
+ *
+ * Every call may come from any host thread at any time, as CUDA's may: sched_times of an op that
+ * an earlier sched_synchronize finished, while other threads enqueue, included. */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,6 @@
 // GIVEN: the program the ThreadSanitizer test builds with your scheduler.cpp (-fsanitize=thread)
-// and runs: host threads enqueue on their own streams while the workers run. Exit codes: 0 ok,
+// and runs: host threads enqueue on their own streams while the workers run, then one thread
+// reads finished ops' times while two others enqueue. Exit codes: 0 ok,
 // 3 not started (sched_create returned NULL), 4 a call failed, 66 a data race (TSan's report).
 #include <atomic>
 #include <cstdio>
@@ -31,6 +32,32 @@ int main() {
   }
   for (auto &h : hosts) h.join();
   char err[256] = {0};
+  if (sched_synchronize(s, err, sizeof err) != SCHED_OK) {
+    fprintf(stderr, "sched_synchronize: %s\n", err);
+    return 4;
+  }
+  // Round 2: the finished ops' times are read while two threads enqueue more (a query is a
+  // call like any other: the scheduler's tables grow under it).
+  int64_t finished = sched_launch(s, shared, k_work, nullptr, 1);
+  if (finished < 0 || sched_synchronize(s, err, sizeof err) != SCHED_OK) return 4;
+  std::atomic<bool> enqueuing{true};
+  std::thread reader([&] {
+    int64_t start = 0, end = 0;
+    for (int64_t i = 0; enqueuing || i < 2000; i++) {
+      if (sched_times(s, i % (finished + 1), &start, &end) != SCHED_OK) failed = 1;
+    }
+  });
+  std::vector<std::thread> more;
+  for (int t = 0; t < 2; t++) {
+    more.emplace_back([&] {
+      for (int i = 0; i < 300; i++) {
+        if (sched_launch(s, shared, k_work, nullptr, 1) < 0) failed = 1;
+      }
+    });
+  }
+  for (auto &h : more) h.join();
+  enqueuing = false;
+  reader.join();
   if (sched_synchronize(s, err, sizeof err) != SCHED_OK) {
     fprintf(stderr, "sched_synchronize: %s\n", err);
     return 4;
