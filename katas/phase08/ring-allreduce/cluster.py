@@ -160,7 +160,7 @@ def stall(comm: Comm, x: np.ndarray, kwargs: dict[str, Any]) -> None:
 def _first_step(comm: Comm, x: np.ndarray, kwargs: dict[str, Any]) -> None:
     """Send what this rank sends in the ring's first reduce-scatter step (its own chunk)."""
     a, b = chunk_bounds(x.size, comm.size)[comm.rank]
-    se = kwargs.get("slice_elems", 1 << 14)
+    se = kwargs.get("slice_elems", 1 << 16)  # ring.SLICE_ELEMS
     sock = comm.peer(comm.right)
     for s, e in slices(a, b, se):
         sock.sendall(_frame(DATA, x[s:e].tobytes()))

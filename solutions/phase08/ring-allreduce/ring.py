@@ -8,8 +8,10 @@ every rank returns the same bits. The README gives the exact schedule and wire f
 from __future__ import annotations
 
 import queue
+import select
 import struct
 import threading
+import time
 
 import numpy as np
 
@@ -48,17 +50,28 @@ def _slices(start: int, end: int, slice_elems: int) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------- failures
+class _Sign(Exception):
+    """The first sign of a failure this rank saw, while it waited on rank `rank`: no progress
+    for comm.timeout s, the connection gone (`dead`), or an ABORT from `rank` saying that rank
+    `named` is what *it* waits on."""
+
+    def __init__(self, rank: int, reason: str, dead: bool = False, named: int | None = None):
+        super().__init__(reason)
+        self.rank, self.reason, self.dead, self.named = rank, reason, dead, named
+
+
 def _recv(comm: Comm, k: int) -> bytes:
-    """The next DATA payload from rank k; RankFailure when k is gone, silent or aborted."""
+    """The next DATA payload from rank k; _Sign when k is gone, silent or aborted."""
     try:
         kind, payload = recv_frame(comm.peer(k))
     except TimeoutError:
-        raise RankFailure(k, f"no data from rank {k} for {comm.timeout} s") from None
+        raise _Sign(k, f"no data from rank {k} for {comm.timeout} s") from None
     except (EOFError, OSError) as e:
-        raise RankFailure(k, f"connection to rank {k} lost: {e}") from None
-    if kind == ABORT:
-        (failed,) = struct.unpack_from("<I", payload)
-        raise RankFailure(failed, f"rank {k} aborted: {payload[4:].decode(errors='replace')}")
+        raise _Sign(k, f"connection to rank {k} lost: {e}", dead=True) from None
+    if kind == ABORT and len(payload) >= 4:
+        (named,) = struct.unpack_from("<I", payload)
+        why = payload[4:].decode(errors="replace")
+        raise _Sign(k, f"rank {k} aborted ({why})", named=named)
     if kind != DATA:
         raise ValueError(f"rank {k} sent a frame of unknown kind {kind}")
     return payload
@@ -67,16 +80,19 @@ def _recv(comm: Comm, k: int) -> bytes:
 def _send(comm: Comm, k: int, payload: bytes) -> None:
     try:
         send_frame(comm.peer(k), payload)
-    except (TimeoutError, OSError) as e:
-        raise RankFailure(k, f"sending to rank {k} failed: {e}") from None
+    except TimeoutError:
+        raise _Sign(k, f"sending to rank {k} made no progress for {comm.timeout} s") from None
+    except OSError as e:
+        raise _Sign(k, f"sending to rank {k} failed: {e}", dead=True) from None
 
 
-def _abort(comm: Comm, failure: RankFailure) -> None:
-    """Tell every other rank (best effort, without waiting long) that `failure.rank` failed."""
-    body = struct.pack("<I", failure.rank) + failure.reason.encode()[:200]
+def _publish(comm: Comm, waits_on: int, reason: str, skip: set[int]) -> None:
+    """ABORT to every other rank (best effort, 0.2 s each): "I give up; I was waiting on
+    `waits_on`"."""
+    body = struct.pack("<I", waits_on) + reason.encode()[:200]
     frame = HEADER.pack(ABORT, len(body)) + body
     for k in range(comm.size):
-        if k == comm.rank or k == failure.rank:
+        if k == comm.rank or k in skip:
             continue
         sock = comm.peer(k)
         try:
@@ -91,12 +107,69 @@ def _abort(comm: Comm, failure: RankFailure) -> None:
                 pass
 
 
+def _collect(comm: Comm, waits: dict[int, int], dead: set[int], until: float) -> None:
+    """Read every other rank's ABORT (who it waits on) until `until`, or until the only rank
+    still silent is one somebody waits on (the end of the chain): DATA on the way is dropped."""
+    others = [k for k in range(comm.size) if k != comm.rank]
+    socks = {comm.peer(k): k for k in others if k not in waits}
+    while socks:
+        silent = [k for k in others if k not in waits and k not in dead]
+        if dead or not silent or (len(silent) == 1 and silent[0] in waits.values()):
+            return
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        ready, _, _ = select.select(list(socks), [], [], left)
+        for sock in ready:
+            k = socks[sock]
+            try:
+                sock.settimeout(max(until - time.monotonic(), 0.01))
+                kind, payload = recv_frame(sock)
+            except TimeoutError:  # a frame that stops half-way: stop watching that rank
+                del socks[sock]
+                continue
+            except (EOFError, OSError):
+                dead.add(k)
+                del socks[sock]
+                continue
+            finally:
+                try:
+                    sock.settimeout(comm.timeout)
+                except OSError:
+                    pass
+            if kind == ABORT and len(payload) >= 4:
+                waits[k] = struct.unpack_from("<I", payload)[0]
+                del socks[sock]
+
+
+def _resolve(comm: Comm, sign: _Sign) -> RankFailure:
+    """Which rank failed: not always the one this rank waited on, which may be waiting itself.
+    Every rank that gives up says whom it waited on (ABORT); the failed rank is at the end of
+    the chain of waits, the one rank that says nothing (or whose connection is gone)."""
+    me = comm.rank
+    dead = {sign.rank} if sign.dead else set()
+    waits = {me: sign.rank}
+    if sign.named is not None:
+        waits[sign.rank] = sign.named
+    _publish(comm, sign.rank, sign.reason, skip=dead)
+    _collect(comm, waits, dead, time.monotonic() + comm.timeout / 2)
+    if dead:
+        failed = sign.rank if sign.rank in dead else min(dead)
+        return RankFailure(failed, f"rank {failed} is gone ({sign.reason})")
+    chain, x = [me], me
+    while x in waits and waits[x] not in chain:
+        x = waits[x]
+        chain.append(x)
+    failed = x if x != me else sign.rank
+    path = " -> ".join(map(str, chain))
+    return RankFailure(failed, f"ranks waiting on each other: {path} ({sign.reason})")
+
+
 def _guarded(comm: Comm, body: callable) -> np.ndarray:  # type: ignore[valid-type]
     try:
         return body()
-    except RankFailure as failure:
-        _abort(comm, failure)
-        raise
+    except _Sign as sign:
+        raise _resolve(comm, sign) from None
 
 
 # --------------------------------------------------------------------------- the ring
@@ -107,7 +180,7 @@ class _Sender:
     def __init__(self, comm: Comm, k: int) -> None:
         self.comm, self.k = comm, k
         self.q: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self.error: RankFailure | None = None
+        self.error: _Sign | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -116,7 +189,7 @@ class _Sender:
             if self.error is None:
                 try:
                     _send(self.comm, self.k, item)
-                except RankFailure as e:
+                except _Sign as e:
                     self.error = e
 
     def put(self, payload: bytes) -> None:
@@ -130,7 +203,7 @@ class _Sender:
         if self.error is not None:
             raise self.error
         if self.thread.is_alive():
-            raise RankFailure(self.k, f"sending to rank {self.k} did not finish")
+            raise _Sign(self.k, f"sending to rank {self.k} did not finish")
 
 
 def ring_allreduce(
@@ -190,12 +263,12 @@ def _exchange(comm: Comm, k: int, payload: bytes) -> bytes:
     if len(payload) <= 1 << 15:
         _send(comm, k, payload)
         return _recv(comm, k)
-    error: list[RankFailure] = []
+    error: list[_Sign] = []
 
     def send() -> None:
         try:
             _send(comm, k, payload)
-        except RankFailure as e:
+        except _Sign as e:
             error.append(e)
 
     th = threading.Thread(target=send, daemon=True)
@@ -211,7 +284,7 @@ def recursive_doubling_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> 
     """All-reduce in ceil(log2 n) exchange rounds (+2 when n is not a power of two).
 
     p = the largest power of two <= n. Ranks r >= p first send x to rank r - p, which keeps
-    op(its own, received). Then for d = 1, 2, 4, ... < p: ranks r and r ^ d exchange their
+    op(received, its own). Then for d = 1, 2, 4, ... < p: ranks r and r ^ d exchange their
     values and both keep op(value of the lower rank, value of the higher rank). Last, rank
     r - p sends the result to rank r for every r >= p. Each message is one DATA frame."""
     if op not in ("sum", "max"):

@@ -257,3 +257,372 @@ def test_ring_reduce_op_and_chunk_bounds(ring: Any, kata_rng: Any) -> None:
             s = want[-1][1]
         got = ring.chunk_bounds(count, n)
         assert got == want, f"chunk_bounds({count}, {n}) = {got}, expected {want}"
+
+
+# --------------------------------------------------------------------------- pipeline
+def _stuck(job: Any) -> str:
+    """'' when every rank of yours finished; else which ranks timed out, failed or hung."""
+    bad = [
+        f"rank {r.rank} {'hung (killed at the deadline)' if r.hung else 'raised ' + str(r.error)}"
+        for r in job.results
+        if r.rank not in job.roles and (r.hung or r.error)
+    ]
+    return "; ".join(bad)
+
+
+@pytest.mark.kata_gate(
+    "ring_allreduce did not finish (ranks timed out or hung) with socket buffers smaller than a chunk"
+)
+def test_pipeline_small_buffers_fresh(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    for _ in range(2):
+        n = int(kata_rng.integers(2, 6))
+        dtype = str(kata_rng.choice(["float32", "int32", "float16"]))
+        itemsize = np.dtype(dtype).itemsize
+        bufsize = int(kata_rng.integers(2048, 8193))
+        count = n * int(kata_rng.integers(6, 12)) * bufsize // itemsize + int(
+            kata_rng.integers(0, n)
+        )
+        slice_elems = int(kata_rng.choice([bufsize // itemsize // 4, 2 * bufsize // itemsize]))
+        op = str(kata_rng.choice(["sum", "max"]))
+        xs = make_inputs(kata_rng, n, count, dtype)
+        what = (
+            f"ring_allreduce(n={n}, {count} x {dtype}, slice_elems={slice_elems}) with socket "
+            f"buffers of {bufsize} bytes (chunks of ~{count // n * itemsize} bytes)"
+        )
+        job = cluster.run(
+            ring.ring_allreduce, xs, op=op, slice_elems=slice_elems, bufsize=bufsize,
+            timeout=3.0, deadline=20.0,
+        )  # fmt: skip
+        honest_errors(job)
+        stuck = _stuck(job)
+        assert not stuck, f"{what}: {stuck}"
+        _check_outputs(job.outputs(), xs, op, oracle, what)
+        _check_links(job, n, count, itemsize, slice_elems, oracle, what)
+
+
+@pytest.mark.kata_gate(
+    "ring_allreduce did not forward the first reduced slice of a chunk while the rest of that "
+    "chunk had not arrived"
+)
+def test_pipeline_forwarding_fresh(
+    ring: Any, cluster: Any, make_inputs: Any, peers: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    n = int(kata_rng.integers(3, 7))
+    me = int(kata_rng.integers(0, n))
+    left, right = (me - 1) % n, (me + 1) % n
+    dtype = str(kata_rng.choice(["float32", "int32", "float16"]))
+    op = str(kata_rng.choice(["sum", "max"]))
+    slice_elems = int(kata_rng.integers(4, 200))
+    count = n * slice_elems * int(kata_rng.integers(2, 5)) + int(kata_rng.integers(0, n))
+    xs = make_inputs(kata_rng, n, count, dtype)
+    bounds = cluster.chunk_bounds(count, n)
+    own = len(cluster.slices(*bounds[me], slice_elems))
+    pipe = peers.done()
+    roles = {k: peers.wait_then_leave(pipe, 20.0) for k in range(n) if k not in (left, me, right)}
+    roles[left] = peers.first_slice_then_leave(slice_elems, pipe, 20.0)
+    roles[right] = peers.record_from_left(own + 1, pipe)
+    job = cluster.run(
+        ring.ring_allreduce, xs, op=op, slice_elems=slice_elems, timeout=3.0, deadline=20.0,
+        roles=roles,
+    )  # fmt: skip
+    honest_errors(job)
+    frames = job.results[right].role_value or []
+    a = bounds[left][0]
+    b = a + min(slice_elems, bounds[left][1] - a)
+    reduced = (np.add if op == "sum" else np.maximum)(xs[left][a:b], xs[me][a:b])
+    what = (
+        f"ring_allreduce on rank {me} of {n} ({count} x {dtype}, op={op!r}, slice_elems="
+        f"{slice_elems}) when rank {left} sent it only the first slice of chunk {left}"
+    )
+    assert len(frames) == own + 1, (
+        f"{what}: rank {me} sent rank {right} {len(frames)} frames, expected its own chunk "
+        f"({own} frames) and then the reduced slice [{a}, {b}) of chunk {left}"
+    )
+    assert frames[own] == [0, reduced.tobytes().hex()], (
+        f"{what}: frame {own + 1} rank {me} sent was not op(x{left}[{a}:{b}], x{me}[{a}:{b}])"
+    )
+
+
+BUSBW_FRACTION = 1 / 20  # of cluster.link_bandwidth: the reference reaches 1/4 to 1/2 (README)
+
+
+@pytest.mark.kata_gate(
+    "ring_allreduce's busbw on a 4 MiB array was below 1/20 of the link bandwidth measured in the "
+    "same run"
+)
+def test_pipeline_busbw_against_the_links(
+    ring: Any, cluster: Any, oracle: Any, kata_metrics: dict[str, Any], kata_rng: Any
+) -> None:
+    n = int(kata_rng.integers(2, 5))
+    count, slice_elems = 1 << 20, 1 << 16
+    nbytes = 4 * count
+    xs = [kata_rng.integers(-1000, 1000, count).astype(np.float32) for _ in range(n)]
+    what = f"ring_allreduce(n={n}, {count} x float32)"
+    ratios = []
+    for attempt in range(3):  # best of three: the machine may be busy with something else
+        link = cluster.link_bandwidth(n, nbytes, rounds=2)
+        job = cluster.run(
+            ring.ring_allreduce, xs, op="sum", slice_elems=slice_elems, repeat=3, deadline=60.0
+        )
+        outs = job.outputs()
+        if attempt == 0:
+            _check_outputs(outs, xs, "sum", oracle, what)
+        want = oracle.ring_link_bytes(n, count, 4, slice_elems)
+        for src in range(n):
+            got = job.link_bytes(src, (src + 1) % n)
+            assert got == 3 * want[src], (
+                f"{what}, 3 calls: rank {src} -> {(src + 1) % n} carried {got} bytes, the ring "
+                f"sends {3 * want[src]}"
+            )
+        learners = [r for r in job.results]
+        best = min(
+            max(r.times[i][1] for r in learners) - max(r.times[i][0] for r in learners)
+            for i in range(3)
+        )
+        bus = cluster.busbw(nbytes, best, n)
+        ratios.append(bus / link)
+        kata_metrics.update(
+            n=n, bytes=nbytes, busbw_MBps=round(bus / 1e6, 1), link_MBps=round(link / 1e6, 1),
+            fraction=round(max(ratios), 3),
+        )  # fmt: skip
+        if max(ratios) >= BUSBW_FRACTION:
+            return
+    assert max(ratios) >= BUSBW_FRACTION, (
+        f"{what}: busbw reached {max(ratios):.3f} of the link bandwidth measured in the same run "
+        f"(best of 3 tries: {[round(r, 3) for r in ratios]}); the bound is {BUSBW_FRACTION:.2f}"
+    )
+
+
+# --------------------------------------------------------------------------- small
+def _check_rd(job: Any, xs: list[np.ndarray], op: str, oracle: Any, what: str) -> None:
+    want = oracle.recursive_doubling(xs, op)
+    for r, out in enumerate(job.outputs()):
+        assert out.dtype == want.dtype and out.shape == want.shape, (
+            f"{what}: rank {r} returned {out.dtype} {out.shape}, expected {want.dtype} {want.shape}"
+        )
+        bad = np.flatnonzero(out != want)
+        assert bad.size == 0, (
+            f"{what}: rank {r}: {bad.size} of {want.size} elements differ from recursive "
+            f"doubling's order of reduction, first at {bad[0] if bad.size else -1}"
+        )
+
+
+def _rd_links(job: Any, n: int, nbytes: int, oracle: Any, what: str) -> None:
+    links = oracle.rd_link_bytes(n, nbytes)
+    for src in range(n):
+        for dst in range(n):
+            if src != dst:
+                got, want = job.link_bytes(src, dst), links.get((src, dst), 0)
+                assert got == want, (
+                    f"{what}: rank {src} -> rank {dst} carried {got} bytes; recursive doubling "
+                    f"sends {want} there (headers included)"
+                )
+
+
+def test_small_recursive_doubling_fresh(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, kata_rng: Any
+) -> None:
+    for _ in range(5):
+        n = int(kata_rng.integers(2, 9))
+        count = int(kata_rng.choice([0, 1, int(kata_rng.integers(2, 3000))]))
+        dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
+        op = str(kata_rng.choice(["sum", "max"]))
+        xs = make_inputs(kata_rng, n, count, dtype)
+        what = f"recursive_doubling_allreduce(n={n}, {count} x {dtype}, op={op!r})"
+        job = cluster.run(ring.recursive_doubling_allreduce, xs, op=op)
+        _check_rd(job, xs, op, oracle, what)
+
+
+@pytest.mark.kata_gate(
+    "recursive_doubling_allreduce put other bytes than recursive doubling's on some pair of ranks "
+    "(or reduced in another order), on a number of ranks that is not a power of two"
+)
+def test_small_recursive_doubling_any_n(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, kata_rng: Any
+) -> None:
+    for n in (int(kata_rng.choice([3, 5, 6, 7])), int(kata_rng.choice([2, 4, 8]))):
+        count = int(kata_rng.integers(1, 2000))
+        dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
+        xs = make_inputs(kata_rng, n, count, dtype)
+        what = f"recursive_doubling_allreduce(n={n}, {count} x {dtype}, op='sum')"
+        job = cluster.run(ring.recursive_doubling_allreduce, xs, op="sum")
+        _check_rd(job, xs, "sum", oracle, what)
+        _rd_links(job, n, count * xs[0].itemsize, oracle, what)
+
+
+@pytest.mark.kata_gate(
+    "all_reduce chose the other algorithm than x.nbytes < threshold_bytes says, at sizes next to "
+    "the threshold"
+)
+def test_small_threshold_fresh(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, kata_rng: Any
+) -> None:
+    n = int(kata_rng.integers(2, 7))
+    dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
+    itemsize = np.dtype(dtype).itemsize
+    m = int(kata_rng.integers(n + 2, 3000))
+    threshold = m * itemsize
+    slice_elems = int(getattr(ring, "SLICE_ELEMS", 1 << 16))
+    for count in (m - 1, m, m + 1, int(kata_rng.integers(1, m)), int(kata_rng.integers(m, 2 * m))):
+        xs = make_inputs(kata_rng, n, count, dtype)
+        nbytes = count * itemsize
+        rd = nbytes < threshold
+        what = f"all_reduce(n={n}, {count} x {dtype} = {nbytes} bytes, threshold_bytes={threshold})"
+        job = cluster.run(ring.all_reduce, xs, op="max", threshold_bytes=threshold)
+        job.outputs()
+        if rd:
+            links = oracle.rd_link_bytes(n, nbytes)
+        else:
+            per = oracle.ring_link_bytes(n, count, itemsize, slice_elems)
+            links = {(r, (r + 1) % n): per[r] for r in range(n)}
+        got = {(s, d): job.link_bytes(s, d) for s in range(n) for d in range(n) if s != d}
+        want = {k: links.get(k, 0) for k in got}
+        assert got == want, (
+            f"{what}: the bytes on the links are not those of "
+            f"{'recursive doubling' if rd else 'the ring'} ({nbytes} "
+            f"{'<' if rd else '>='} {threshold}): got {got}, expected {want}"
+        )
+
+
+# --------------------------------------------------------------------------- faults
+def _fault_case(
+    ring: Any, cluster: Any, peers: Any, oracle: Any, honest_errors: Any, kata_rng: Any,
+    algorithm: str, mode: str,
+) -> None:  # fmt: skip
+    if algorithm == "recursive_doubling_allreduce" and mode.endswith("mid"):
+        n = int(kata_rng.integers(4, 8))  # a rank past the first round waits on the failed one
+        p = 1 << (n.bit_length() - 1)
+        failed = int(kata_rng.integers(0, p))
+        role = peers.rd_first_message_then(mode.split("_")[0])
+    else:
+        n = int(kata_rng.integers(2, 7))
+        failed = int(kata_rng.integers(0, n))
+        role = {
+            "die": cluster.die,
+            "stall": cluster.stall,
+            "die_mid": cluster.die_after_first_step,
+            "stall_mid": cluster.stall_after_first_step,
+        }[mode]
+    timeout = float(kata_rng.uniform(0.8, 1.5))
+    bound = 3 * timeout + 1.0
+    op = str(kata_rng.choice(["sum", "max"]))
+    count = int(kata_rng.integers(n, 3000))
+    xs = make_float32(kata_rng, n, count)
+    kwargs: dict[str, Any] = {"op": op}
+    if algorithm == "ring_allreduce":
+        kwargs["slice_elems"] = int(kata_rng.integers(16, 1024))
+    if algorithm == "all_reduce":
+        kwargs["threshold_bytes"] = int(kata_rng.choice([1, 1 << 20]))
+    what = (
+        f"{algorithm}(n={n}, {count} x float32, {kwargs}) with rank {failed} "
+        f"{mode.replace('_mid', 'ing after its first message').replace('die', 'dy')}"
+        f"{'' if mode.endswith('mid') else 'ing from the start'} (comm.timeout={timeout:.2f} s)"
+    )
+    job = cluster.run(
+        getattr(ring, algorithm), xs, timeout=timeout, deadline=bound + 2.0,
+        roles={failed: role}, **kwargs,
+    )  # fmt: skip
+    honest_errors(job)
+    if algorithm == "recursive_doubling_allreduce" or kwargs.get("threshold_bytes") == 1 << 20:
+        want = oracle.recursive_doubling(xs, op)
+    else:
+        want = oracle.ring(xs, op)
+    failures = 0
+    for r in job.results:
+        if r.rank == failed:
+            continue
+        assert not r.hung, (
+            f"{what}: rank {r.rank} hung (killed {bound + 2.0:.1f} s after the start)"
+        )
+        if r.error_type is None and r.output is not None and np.array_equal(r.output, want):
+            continue  # it had everything it needed before the failure
+        assert r.error_type == "RankFailure", (
+            f"{what}: rank {r.rank} {'raised ' + str(r.error) if r.error else 'returned a wrong result'}"
+            f"; expected RankFailure({failed})"
+        )
+        assert r.failed_rank != r.rank, f"{what}: rank {r.rank} named itself: {r.error}"
+        assert r.failed_rank == failed, (
+            f"{what}: rank {r.rank} named rank {r.failed_rank}: {r.error}"
+        )
+        took = r.end - job.start
+        assert took <= bound, (
+            f"{what}: rank {r.rank} raised RankFailure {took:.2f} s after the start; the bound is "
+            f"3 x comm.timeout + 1 s = {bound:.2f} s"
+        )
+        failures += 1
+    assert failures > 0, f"{what}: no rank noticed rank {failed}'s failure"
+
+
+def make_float32(rng: Any, n: int, count: int) -> list[np.ndarray]:
+    return [rng.integers(-1000, 1000, count).astype(np.float32) for _ in range(n)]
+
+
+@pytest.mark.kata_gate(
+    "a rank did not raise RankFailure naming the rank that died or stalled, within 3 x "
+    "comm.timeout + 1 s"
+)
+def test_faults_fresh(
+    ring: Any, cluster: Any, peers: Any, oracle: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    cases = [
+        ("ring_allreduce", str(kata_rng.choice(["die_mid", "stall_mid"]))),
+        ("recursive_doubling_allreduce", str(kata_rng.choice(["die_mid", "stall_mid"]))),
+        (
+            str(kata_rng.choice(["ring_allreduce", "recursive_doubling_allreduce", "all_reduce"])),
+            str(kata_rng.choice(["die", "stall"])),
+        ),
+    ]
+    for algorithm, mode in cases:
+        _fault_case(ring, cluster, peers, oracle, honest_errors, kata_rng, algorithm, mode)
+
+
+def _first_wait(algorithm: str, n: int, r: int) -> int:
+    """The rank `r` waits on first: its ring's left, or its first recursive-doubling partner."""
+    if algorithm == "ring_allreduce":
+        return (r - 1) % n
+    p = 1 << (n.bit_length() - 1)
+    if r >= p:
+        return r - p
+    return r + p if r + p < n else r ^ 1
+
+
+@pytest.mark.kata_gate(
+    "a rank that received ABORTs saying 'a waits on b', 'b waits on c' (c silent) did not raise "
+    "RankFailure naming c before its own timeout"
+)
+def test_faults_abort_chain(
+    ring: Any, cluster: Any, peers: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    algorithm = str(kata_rng.choice(["ring_allreduce", "recursive_doubling_allreduce"]))
+    n = int(kata_rng.integers(4, 7))
+    me = int(kata_rng.integers(0, n))
+    a = _first_wait(algorithm, n, me)
+    b, c = (int(k) for k in kata_rng.permutation([k for k in range(n) if k not in (me, a)])[:2])
+    timeout = 4.0
+    roles = {k: cluster.stall for k in range(n) if k != me}
+    roles[a] = peers.abort([me], b, "waited on b")
+    roles[b] = peers.abort([me], c, "waited on c")
+    xs = make_float32(kata_rng, n, int(kata_rng.integers(n, 500)))
+    what = (
+        f"{algorithm} on rank {me} of {n}: rank {a} (which rank {me} waits on) sent ABORT naming "
+        f"rank {b}, rank {b} sent ABORT naming rank {c}, rank {c} said nothing"
+    )
+    job = cluster.run(
+        getattr(ring, algorithm), xs, op="sum", timeout=timeout, deadline=3 * timeout,
+        roles=roles,
+    )  # fmt: skip
+    honest_errors(job)
+    r = job.results[me]
+    assert not r.hung, f"{what}: rank {me} hung"
+    assert r.error_type == "RankFailure", f"{what}: rank {me} {r.error or 'returned'}"
+    assert r.failed_rank == c, (
+        f"{what}: rank {me} raised RankFailure({r.failed_rank}); rank {b} is alive (it sent an "
+        f"ABORT), the chain of waits ends at rank {c}"
+    )
+    took = r.end - job.start
+    assert took < timeout, (
+        f"{what}: rank {me} raised after {took:.2f} s; the ABORTs said everything at once "
+        f"(comm.timeout = {timeout} s)"
+    )
