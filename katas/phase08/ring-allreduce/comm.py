@@ -11,7 +11,8 @@ The wire format every rank speaks (wire.py writes it, the tests' own peers speak
     frame  = header payload
     header = struct.pack("<II", kind, len(payload))     8 bytes, little-endian
     kind   = DATA (0): payload is array bytes; ABORT (1): payload is struct.pack("<I", rank)
-             followed by a UTF-8 reason, and says "rank `rank` failed, give up"
+             followed by a UTF-8 reason, and says "I give up: I was waiting on rank `rank`"
+             (the README's "Faults": the failed rank is at the end of the chain of waits)
 
 The tests count the bytes that cross each socket in the kernel (TCP_INFO, at the receiving end)
 and compare them with what the algorithm sends: headers included, nothing else.

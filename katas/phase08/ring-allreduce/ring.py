@@ -3,6 +3,12 @@
 Every function here runs in each rank's process at once, with that rank's `comm` (comm.py) and
 its input `x` (a 1-D numpy array, float32, float16 or int32), and returns the reduced array:
 every rank returns the same bits. The README gives the exact schedule and wire format.
+
+Task "faults", for every collective here: a timeout, an EOF or reset, or an ABORT frame ends the
+collective with RankFailure(the failed rank, reason). Before raising, tell every other rank
+whom you were waiting on (an ABORT naming that rank), read their ABORTs for comm.timeout / 2,
+and name the rank at the end of the chain of waits: the first one that sent no ABORT (or whose
+connection is gone). README, "Faults".
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ def ring_allreduce(
     frames of at most slice_elems elements (an empty chunk as one empty frame).
 
     Task "pipeline": forward each slice as soon as you have it, and keep receiving while your
-    earlier slices are still being sent. Task "faults": RankFailure naming the rank that failed."""
+    earlier slices are still being sent. Task "faults": RankFailure naming the rank that failed
+    (module docstring)."""
     todo("ring_allreduce")
 
 
@@ -59,6 +66,6 @@ def recursive_doubling_allreduce(comm: Comm, x: np.ndarray, op: str = "sum") -> 
 def all_reduce(
     comm: Comm, x: np.ndarray, op: str = "sum", threshold_bytes: int = THRESHOLD_BYTES
 ) -> np.ndarray:
-    """Task "small": recursive doubling for messages under threshold_bytes, the ring from there
-    on."""
+    """Task "small": recursive doubling for messages of fewer than threshold_bytes bytes
+    (x.nbytes < threshold_bytes), the ring (default slice_elems) from there on."""
     todo("all_reduce")

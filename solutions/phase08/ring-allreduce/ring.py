@@ -18,7 +18,7 @@ import numpy as np
 from .comm import ABORT, DATA, HEADER, Comm, RankFailure
 from .wire import recv_frame, send_frame
 
-SLICE_ELEMS = 1 << 16  # elements per frame of the ring (64 KiB of float32)
+SLICE_ELEMS = 1 << 16  # elements per frame of the ring (256 KiB of float32)
 THRESHOLD_BYTES = 1 << 15  # all_reduce: below this many bytes, recursive doubling
 
 
