@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.faults import NativeFault
 from harness.hangs import Overrun
 from harness.native.build import BuildError
 
@@ -32,8 +33,12 @@ class LaunchError(CudaError):
     """A launch that cannot run: bad block/grid, wrong argument count, kind or size."""
 
 
-class KernelError(CudaError):
-    """The kernel went wrong while running. `kernel`, `block`, `thread` say where."""
+class KernelError(CudaError, NativeFault):
+    """The kernel went wrong while running. `kernel`, `block`, `thread` say where.
+
+    A NativeFault: the learner's kernel failed where Python sees none of its frames, so a gate
+    test it fails is not tripped (an honest out-of-bounds access or deadlock is no dodge); a
+    KernelTimeout is an Overrun too, and a time limit still trips a gate."""
 
     def __init__(
         self,
@@ -70,8 +75,9 @@ class KernelTimeout(KernelError, Overrun):
     """The launch ran past its time limit."""
 
 
-class RaceDetected(CudaError):
-    """Outputs differ between thread schedules: a missing __syncthreads() or a data race."""
+class RaceDetected(CudaError, NativeFault):
+    """Outputs differ between thread schedules: a missing __syncthreads() or a data race (the
+    learner's kernel failed, as KernelError: it fails its test and trips no gate)."""
 
     def __init__(
         self,

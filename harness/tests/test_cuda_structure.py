@@ -261,3 +261,87 @@ def test_blocks_must_lie_inside_the_grid() -> None:
             grid=(1, 1),
             blocks=range(1, 2),
         )
+
+
+# ----------------------------------------------------------------------------- who does the work
+SPREAD = """
+__global__ void spread(const float* in, float* out, int n) {
+    size_t start = blockIdx.x * blockDim.x + threadIdx.x, stride = blockDim.x * gridDim.x;
+#ifdef ALONE  // thread 0 of each block copies its block's share, the other threads idle
+    if (threadIdx.x != 0) return;
+    for (size_t base = start; base < (size_t)n; base += stride)
+        for (size_t i = base; i < base + blockDim.x && i < (size_t)n; i++) out[i] = in[i];
+#else
+    for (size_t i = start; i < (size_t)n; i += stride) out[i] = in[i];
+#endif
+}
+"""
+
+
+@pytest.mark.parametrize("alone", [False, True])
+def test_thread_activity_tells_a_grid_stride_loop_from_one_thread_per_block(alone: bool) -> None:
+    f = kernel(SPREAD, "spread", ("-DALONE",) if alone else ())
+    n, block, grid = 1000, 64, 3  # 192 threads: ceil(1000 / 192) = 6 elements each at most
+    x = np.arange(n, dtype=np.float32)
+    out = np.zeros(n, np.float32)
+    t = f.trace(hc.In(x), hc.Out(out), np.int32(n), block=(block, 1, 1), grid=(grid, 1))
+    np.testing.assert_array_equal(out, x)
+    if alone:
+        assert t.active_threads["global load"] == grid, t.report()
+        assert t.most_per_thread["global load"] > 300, t.report()
+    else:
+        assert t.active_threads["global load"] == block * grid, t.report()
+        assert t.most_per_thread["global load"] == 6, t.report()
+        assert t.most_per_thread["global store"] == 6, t.report()
+    assert t.active_threads["shared load"] == 0 and t.most_per_thread["shared store"] == 0
+    assert "threads that access memory" in t.report()
+
+
+TOTALS = """
+__global__ void totals(const float* in, float* out) {
+    __shared__ float warp_totals[32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_totals[warp] = in[blockIdx.x * blockDim.x + threadIdx.x];
+    __syncthreads();
+    if (warp == 0) {
+#ifdef GUARD
+        float v = lane < (int)(blockDim.x / 32) ? warp_totals[lane] : 0.0f;
+#else
+        float v = warp_totals[lane];  // lanes past the block's warps read what nobody wrote
+#endif
+        out[blockIdx.x * 32 + lane] = v;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_shared_loads_of_words_the_block_never_wrote_are_counted(guard: bool) -> None:
+    f = kernel(TOTALS, "totals", ("-DGUARD",) if guard else ())
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    # Two blocks of 64 threads (2 warps): the second block finds the first one's totals in the
+    # cpu backend's copy of warp_totals, and still has not written words 2..31 itself.
+    t = f.trace(hc.In(x), hc.Out(out), block=(64, 1, 1), grid=(2, 1))
+    assert t.uninitialised_shared == (0 if guard else 2 * 30), t.report()
+
+
+def test_an_atomic_on_a_word_nobody_wrote_reads_it() -> None:
+    source = """
+    __global__ void acc(const float* in, float* out) {
+        __shared__ float total;
+    #ifdef INIT
+        if (threadIdx.x == 0) total = 0.0f;
+        __syncthreads();
+    #endif
+        atomicAdd(&total, in[threadIdx.x]);
+        __syncthreads();
+        if (threadIdx.x == 0) out[blockIdx.x] = total;
+    }
+    """
+    for init, want in ((True, 0), (False, 1)):
+        f = kernel(source, "acc", ("-DINIT",) if init else ())
+        x = np.ones(32, np.float32)
+        out = np.zeros(1, np.float32)
+        t = f.trace(hc.In(x), hc.Out(out), block=(32, 1, 1), grid=(1, 1))
+        assert t.uninitialised_shared == want, (init, t.report())

@@ -790,3 +790,49 @@ def test_a_native_fault_raised_by_given_code_trips_no_gate(repo: KataRepo) -> No
         "at calc.rs:3:5"
     ), gate
     assert task["gate_reasons"] == [], task
+
+
+@pytest.mark.parametrize("error", ["BarrierDeadlock", "OutOfBounds", "RaceDetected"])
+def test_a_cuda_kernel_error_trips_no_gate(repo: KataRepo, error: str) -> None:
+    """A learner's kernel that deadlocks, reads out of bounds or races (harness.cuda's errors,
+    raised with no learner frame in Python) fails the gate test with its message, as a crash
+    does: an honest missing barrier is not told that its gate's property failed."""
+    gated_kata(repo, stub=REFERENCE)
+    made = {
+        "BarrierDeadlock": 'hc.BarrierDeadlock("kernel k: __syncthreads() not reached", kernel="k")',
+        "OutOfBounds": 'hc.OutOfBounds("kernel k: out-of-bounds read", kernel="k", address=0, '
+        "argument=0)",
+        "RaceDetected": 'hc.RaceDetected("kernel k: outputs differ", kernel="k", '
+        'schedules=("forward", "reverse"), argument=1, mismatches=3)',
+    }[error]
+    repo.write(
+        "katas/phase01/gated/tests/conftest.py",
+        f"""
+        import pytest
+        import harness.cuda as hc
+
+
+        class Calc:
+            def __init__(self, calc):
+                self.calc = calc
+
+            def add(self, a, b):
+                if a == 40:  # what a launch of the learner's kernel raises
+                    raise {made}
+                return self.calc.add(a, b)
+
+            def mul(self, a, b):
+                return self.calc.mul(a, b)
+
+
+        @pytest.fixture
+        def calc(kata):
+            return Calc(kata.module("calc"))
+        """,
+    )
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    assert gate["outcome"] == FAILED, gate
+    assert gate["raised"].startswith(f"{error}: kernel k"), gate
+    assert task["gate_reasons"] == [], task

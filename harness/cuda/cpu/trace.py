@@ -36,6 +36,7 @@ EVENT_FIELDS = [("pc", "<u8"), ("addr", "<u8"), ("gtid", "<u4"), ("size", "<u2")
 EVENT_SIZE = 24
 DEFAULT_CAPACITY = 4_000_000  # events (24 bytes each), virtual memory until touched
 EV_STORE, EV_SHARED, EV_ATOMIC, EV_BARRIER, EV_WARP = 1, 2, 4, 8, 9
+ACTIVITY = ("global load", "global store", "shared load", "shared store")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,11 @@ class Trace:
     steps: int = 0  # parallel steps of the block with the most (see docs/cuda.md)
     warp_ops: int = 0  # warp collectives (shuffles, votes, __syncwarp) of the busiest thread
     threads_per_block: int = 0
+    # Who did the work, by "global load", "global store", "shared load", "shared store":
+    # threads that made at least one such access, and the most one thread made (lane-level).
+    active_threads: dict[str, int] = field(default_factory=dict)
+    most_per_thread: dict[str, int] = field(default_factory=dict)
+    uninitialised_shared: int = 0  # shared loads of words no thread of the block wrote before
 
     def _sum(self, kind: str | None, attr: str) -> int:
         return sum(getattr(s, attr) for s in self.lines if kind is None or s.kind == kind)
@@ -176,6 +182,15 @@ class Trace:
                     f"{t.line:>5} {t.kind:5} {t.requests:>9} {t.conflict_degree:>8.2f} "
                     f"{t.worst:>5}  {t.source.strip()}"
                 )
+        if self.active_threads:
+            rows.append(
+                "threads that access memory (the most accesses by one): "
+                + ", ".join(
+                    f"{k} {self.active_threads[k]} ({self.most_per_thread.get(k, 0)})"
+                    for k in ACTIVITY
+                    if k in self.active_threads
+                )
+            )
         rows.append(
             f"loads: {self.loads.get('global', 0)} global, {self.loads.get('shared', 0)} shared; "
             f"barriers per block: {self.barriers}; parallel steps: {self.steps}; "
@@ -409,6 +424,60 @@ def block_structure(events: np.ndarray, threads_per_block: int) -> dict[str, int
     return {"barriers": barriers, "steps": steps, "warp_ops": warp_ops}
 
 
+def thread_activity(events: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+    """Per kind of plain access (ACTIVITY: global/shared, load/store): how many threads made at
+    least one, and the most one thread made. Work spread over a launch's threads shows here:
+    a grid-stride loop loads at most ceil(n / threads) elements per thread, while one thread
+    walking the data alone makes n loads and leaves the others idle. Atomics are not counted."""
+    kind = events["kind"]
+    plain = (kind < EV_BARRIER) & ((kind & EV_ATOMIC) == 0)
+    threads: dict[str, int] = {}
+    most: dict[str, int] = {}
+    for name in ACTIVITY:
+        space = (kind & EV_SHARED) != 0 if name.startswith("shared") else (kind & EV_SHARED) == 0
+        store = (kind & EV_STORE) != 0 if name.endswith("store") else (kind & EV_STORE) == 0
+        gtid = events["gtid"][plain & space & store]
+        counts = np.unique(gtid, return_counts=True)[1] if len(gtid) else np.zeros(0, np.int64)
+        threads[name] = len(counts)
+        most[name] = int(counts.max()) if len(counts) else 0
+    return threads, most
+
+
+def uninitialised_shared(events: np.ndarray, threads_per_block: int) -> int:
+    """Lane-level shared-memory loads (atomics included) of a 4-byte word that no thread of the
+    same block had stored (or atomically updated) earlier in the launch. A GPU gives a block
+    shared memory with whatever it held; the cpu backend's copy is zeroed, or holds the previous
+    block's values, so such a read is right here by luck only. Events are in execution order,
+    and a race-free kernel reads another thread's store only after a barrier that comes after it."""
+    kind = events["kind"]
+    mem = (kind < EV_BARRIER) & ((kind & EV_SHARED) != 0)
+    ev = events[mem]
+    if len(ev) == 0:
+        return 0
+    index = np.arange(len(ev))
+    block = ev["gtid"].astype(np.uint64) // np.uint64(max(threads_per_block, 1))
+    addr = ev["addr"]
+    size = np.maximum(ev["size"].astype(np.uint64), 1)
+    w0 = addr // BANK_WORD
+    nwords = ((addr + size - 1) // BANK_WORD - w0 + 1).astype(np.int64)
+    which = np.repeat(np.arange(len(ev)), nwords)
+    step = np.arange(len(which)) - np.repeat(np.cumsum(nwords) - nwords, nwords)
+    words = w0[which] + step.astype(np.uint64)
+    keys, _ = _pairs(block[which], words)
+    _, cell = np.unique(keys, return_inverse=True)
+    cell = cell.reshape(-1)
+    writes = (ev["kind"][which] & (EV_STORE | EV_ATOMIC)) != 0
+    first_write = np.full(int(cell.max()) + 1, len(ev), np.int64)
+    np.minimum.at(first_write, cell[writes], index[which][writes])
+    at = index[which]
+    k = ev["kind"][which]
+    atomic = (k & EV_ATOMIC) != 0
+    load = ((k & EV_STORE) == 0) & ~atomic
+    # A load before the word's first write, or an atomic that is that first write (it read too).
+    early = (load & (at < first_write[cell])) | (atomic & (at == first_write[cell]))
+    return len(np.unique(which[early]))
+
+
 def _lines(
     stats: dict[str, np.ndarray], where: dict[int, tuple[str, int]], base: int, value: str
 ) -> dict[tuple[str, int, str], list[int]]:
@@ -500,6 +569,7 @@ def run_trace(
         return {"global": int((mask & ~is_shared).sum()), "shared": int((mask & is_shared).sum())}
 
     structure = block_structure(events, tpb)
+    active, most = thread_activity(events)
     return Trace(
         kernel=f.name,
         lines=lines,
@@ -514,6 +584,9 @@ def run_trace(
         steps=structure["steps"],
         warp_ops=structure["warp_ops"],
         threads_per_block=tpb,
+        active_threads=active,
+        most_per_thread=most,
+        uninitialised_shared=uninitialised_shared(events, tpb),
     )
 
 
