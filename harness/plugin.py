@@ -790,6 +790,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
             if rec.message == HIDDEN_FAILED:
                 # No message of its own: the test's name says the property, the type what failed.
                 rec.message = f"{item.name} failed ({call.excinfo.typename}, without a message)"
+            elif info.hidden:  # "KeyError: 2" alone names nothing: where the learner's code raised
+                rec.message += _where_learner_raised(call.excinfo.value, info, item.name)
             if info.hidden and not _load_problem(call.excinfo):
                 rec.message += f" ({seeds.reproduce_hint(_state(item.config).seed)})"
             if isinstance(call.excinfo.value, KataLoadError) and call.excinfo.value.key:
@@ -867,20 +869,37 @@ def _in_harness(path: Path) -> bool:
 def _raised_in(exc: BaseException, learner: set[str]) -> str:
     """`exc` passed through a learner file ("<Error> in <file>:<line>"); for a group (hypothesis'
     several distinct failures), every exception in it did."""
-    import traceback
-
     if isinstance(exc, BaseExceptionGroup):
         inner = [_raised_in(e, learner) for e in exc.exceptions]
         return inner[0] if inner and all(inner) else ""
     if _is_native_fault(exc) and not isinstance(exc, hangs.Overrun):
         first = str(exc).strip().splitlines()
         return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
-    where = ""
+    frame = _learner_frame(exc, learner)
+    return f"{type(exc).__name__} in {frame[0]}:{frame[1]}" if frame else ""
+
+
+def _learner_frame(exc: BaseException, learner: set[str]) -> tuple[str, int, str] | None:
+    """The innermost frame of `exc`'s traceback in a learner file: (file name, line, function)."""
+    import traceback
+
+    found = None
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         path = Path(frame.f_code.co_filename)
         if path.name in learner and layout.TESTS not in path.parts and not _in_harness(path):
-            where = f"{type(exc).__name__} in {path.name}:{lineno}"  # the innermost one
-    return where
+            found = (path.name, lineno, frame.f_code.co_name)
+    return found
+
+
+def _where_learner_raised(exc: BaseException, info: KataItemInfo, test: str) -> str:
+    """A hidden test failed because the learner's code raised: where, so the learner can find it
+    without the test's source ("" when the exception did not come from a learner file)."""
+    frame = _learner_frame(exc, {Path(f).name for f in info.manifest.files})
+    if frame is None or isinstance(exc, AssertionError | KataLoadError | BoundaryError):
+        return ""
+    name, lineno, function = frame
+    called = f"{function}() at {name}:{lineno}" if function != "<module>" else f"{name}:{lineno}"
+    return f" — raised in {called}, during the hidden test {test}"
 
 
 def _gate_note(gate: str, task: Task) -> str:

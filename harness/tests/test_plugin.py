@@ -63,6 +63,22 @@ def test_a_hidden_failure_without_a_message_names_its_test(repo: KataRepo) -> No
     assert "secret_operand" not in out, "hidden test source leaked into the output"
 
 
+def test_a_hidden_failure_raised_in_learner_code_says_where(repo: KataRepo) -> None:
+    """ "KeyError: 2" alone names nothing: the learner's function, file and line, and the test."""
+    repo.add_demo(
+        stub="def add(a, b):\n    table = {1: 2}\n    return table[a] + b\n\n"
+        "def mul(a, b):\n    return a * b\n",
+        hidden="def test_add_big(calc):\n    secret_operand = 41\n"
+        "    assert calc.add(secret_operand, 1) == 42, 'add of big numbers'\n",
+    )
+    out = repo.pytester.runpytest("katas").stdout.str()
+    assert (
+        "hidden test failed: KeyError: 41 — raised in add() at calc.py:3, during the hidden test"
+        " test_add_big" in out
+    ), out
+    assert "secret_operand" not in out, "hidden test source leaked into the output"
+
+
 def test_an_instructor_run_shows_a_hidden_tests_whole_failure(repo: KataRepo) -> None:
     """--kata-impl=solution (or a shortcut) has solutions/ at hand: nothing there is secret."""
     repo.add_demo(solution="def add(a, b):\n    return 5\n\ndef mul(a, b):\n    return a * b\n")
