@@ -446,3 +446,88 @@ def test_trace_of_strided_access_with_hypothesis_strides() -> None:
         assert load.requests == 8
         assert load.sectors_per_request == min(32, 4 * stride), stride
         assert t.line(4, "store").efficiency == 1.0
+
+
+@needs_traced
+def test_trace_counts_atomics_as_reads_and_names_the_busiest_thread() -> None:
+    source = textwrap.dedent(
+        """
+        __global__ void reads(float* x, float* out) {
+            int i = threadIdx.x;
+            float s = x[i];
+            if (i == 0) for (int k = 0; k < 8; k++) s += x[k];
+            s += atomicAdd(&x[i], 0.0f);
+            out[i] = s;
+        }
+        """
+    )
+    f = hc.SourceModule(source, name="reads.cu").get_function("reads")
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    t = f.trace(hc.InOut(x), hc.Out(y), block=(64, 1, 1), grid=(1, 1))
+    assert t.loads["global"] == 64 + 8 and t.atomics["global"] == 64
+    assert t.reads["global"] == 64 + 8 + 64
+    assert t.thread_reads == 1 + 8 + 1  # thread 0: its load, the loop, its atomic
+    assert "busiest thread's global reads: 10" in t.report()
+
+
+HIDDEN = {
+    "no_sanitize_thread": "__attribute__((noinline, no_sanitize_thread))",
+    "no_sanitize": '__attribute__((no_sanitize("thread")))',
+    "pasted": "Q(thread)",  # the attribute assembled by a macro
+}
+
+
+@needs_traced
+@pytest.mark.parametrize("how", sorted(HIDDEN))
+def test_a_helper_the_instrumentation_skips_is_refused(how: str) -> None:
+    """Traces count the loads a kernel makes: code the traced build leaves uninstrumented would
+    make a kernel look as if it read nothing, so such a source does not build at all."""
+    source = textwrap.dedent(
+        f"""
+        #define Q(k) __attribute__((noinline, no_sanitize_##k))
+        __device__ {HIDDEN[how]} static float fetch(const float* p) {{ return *p; }}
+        __global__ void copy(const float* x, float* y) {{ y[threadIdx.x] = fetch(&x[threadIdx.x]); }}
+        """
+    )
+    if how != "pasted":
+        source = source.replace("#define Q", "// #define Q")
+    with pytest.raises(hc.CudaCompileError, match=r"`no_sanitize\w*` at hide\.cu:3 hides memory"):
+        hc.SourceModule(source, name="hide.cu")  # the plain build too
+
+
+@needs_traced
+@pytest.mark.parametrize(
+    ("line", "word"),
+    [
+        ('asm volatile("" ::: "memory");', "asm"),
+        ("memcpy(&v, &x[threadIdx.x], n * sizeof(float));", "memcpy"),
+        ('extern "C" void __tsan_read4(void*); __tsan_read4((void*)&x[0]);', "__tsan_read4"),
+    ],
+)
+def test_assembly_library_copies_and_trace_callbacks_are_refused(line: str, word: str) -> None:
+    source = textwrap.dedent(
+        f"""
+        #include <string.h>
+        __global__ void copy(const float* x, float* y, int n) {{
+            float v = 0.0f;
+            {line}
+            y[threadIdx.x] = v;
+        }}
+        """
+    )
+    with pytest.raises(hc.CudaCompileError, match=rf"`{word}` at hide\.cu:\d+ hides memory"):
+        hc.SourceModule(source, name="hide.cu")
+
+
+@needs_traced
+def test_the_words_in_comments_and_the_header_atomics_are_fine() -> None:
+    source = textwrap.dedent(
+        """
+        // not asm, no memcpy, no no_sanitize_thread here: comments vanish before the check
+        __global__ void add(float* x) { atomicAdd(&x[0], 1.0f); }
+        """
+    )
+    x = np.zeros(1, np.float32)
+    hc.SourceModule(source, name="fine.cu").get_function("add")(hc.InOut(x), block=(32, 1, 1))
+    assert x[0] == 32

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,11 @@ def build_kernels(
         for p in sorted(d.iterdir())
         if p.suffix in (".cuh", ".h", ".hpp", ".inc")
     ]
+    traced = traced_toolchain()
+    if traced is not None:  # plain builds too: a source refused for traces is refused outright
+        base = [*CXX_FLAGS, *_split_options(options), *traced[1]]
+        incs = [f"-I{d}" for d in (INCLUDE, *include_dirs)]
+        check_traceable(path, name, traced[0], (*base, *incs), headers)
     try:
         built = build_shared_library(
             [path],
@@ -105,6 +111,76 @@ def build_kernels(
     if handle == rt.ffi.NULL:
         raise CudaError(f"{name}: cannot load the built kernels: {rt.ffi.string(err)}")
     return Built(built.path, handle)
+
+
+# What a traced build cannot see: code the compiler leaves uninstrumented (sanitizer opt-outs,
+# inline assembly), library copies (a call to libc's memcpy is not instrumented), and calls
+# into the trace callbacks themselves (made-up accesses). Looked for in the preprocessed text of
+# the learner's lines, so that a macro cannot assemble them.
+_UNTRACEABLE = re.compile(
+    r"\b(?:no_sanitize\w*|disable_sanitizer_instrumentation|asm|__asm__|__asm|optimize|"
+    r"__tsan_\w+|__sanitizer_\w+|kata_trace\w*|__builtin_mem\w+|mem(?:cpy|move|cmp|chr|set)|"
+    r"bcopy|bcmp|str\w*cpy|strlen|std\s*::\s*(?:copy\w*|memcpy|memmove|bit_cast))\b"
+)
+_MARKER = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"(.*)$')
+
+
+def check_traceable(
+    path: Path, name: str, tool: str, flags: Sequence[str], headers: Sequence[Path] = ()
+) -> None:
+    """Refuse (CudaCompileError) a source that hides memory accesses from traced builds.
+
+    Traces count every load and store the kernel makes and the preempt schedule switches
+    threads at them; code the instrumentation skips would make a kernel look as if it did not
+    read what it reads. Only the learner's lines are looked at (the header's atomics are
+    uninstrumented on purpose and report themselves)."""
+    h = hashlib.sha256("\0".join((tool, *flags)).encode())
+    for p in headers:
+        h.update(p.read_bytes())
+    key = h.hexdigest()[:16]
+    ok = path.parent / f"traceable-{key}"  # next to the content-addressed source: checked once
+    if ok.exists():
+        return
+    found = _untraceable(str(path), tool, tuple(flags))
+    if found:
+        file, line, word = found
+        raise CudaCompileError(
+            f"{name}: `{word}` at {Path(file).name}:{line} hides memory accesses from the cpu "
+            "backend's traced builds (memory traces, the preempt schedule), which instrument every "
+            "load and store of a kernel; write the accesses as plain C++ (loads, stores, atomicAdd)",
+            log="",
+            command=[],
+        )
+    atomic.write_text(ok, "")
+
+
+@functools.lru_cache(maxsize=256)
+def _untraceable(path: str, tool: str, flags: tuple[str, ...]) -> tuple[str, int, str] | None:
+    import subprocess
+
+    cmd = [tool, "-E", *flags, path]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
+    if out.returncode != 0:
+        return None  # the build itself reports what does not compile
+    include = str(INCLUDE)
+    file, line, mine = "", 0, False
+    for text in out.stdout.splitlines():
+        m = _MARKER.match(text)
+        if m:
+            line, file = int(m.group(1)), m.group(2)
+            # Flag 3: a system header. The harness's headers are trusted; the glue file too.
+            mine = not (
+                " 3" in m.group(3)
+                or file.startswith(("<", include))
+                or file in (path, "harness-cuda-launch-glue")
+            )
+            continue
+        if mine:
+            hit = _UNTRACEABLE.search(text)
+            if hit:
+                return file, line, hit.group(0)
+        line += 1
+    return None
 
 
 def _split_options(options: Iterable[str]) -> list[str]:

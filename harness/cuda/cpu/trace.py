@@ -110,6 +110,12 @@ class Trace:
     active_threads: dict[str, int] = field(default_factory=dict)
     most_per_thread: dict[str, int] = field(default_factory=dict)
     uninitialised_shared: int = 0  # shared loads of words no thread of the block wrote before
+    thread_reads: int = 0  # global loads + atomics of the thread that made the most
+
+    @property
+    def reads(self) -> dict[str, int]:
+        """Lane-level reads: plain loads plus atomics (an atomic reads its address too)."""
+        return {k: self.loads.get(k, 0) + self.atomics.get(k, 0) for k in ("global", "shared")}
 
     def _sum(self, kind: str | None, attr: str) -> int:
         return sum(getattr(s, attr) for s in self.lines if kind is None or s.kind == kind)
@@ -193,6 +199,8 @@ class Trace:
             )
         rows.append(
             f"loads: {self.loads.get('global', 0)} global, {self.loads.get('shared', 0)} shared; "
+            f"atomics: {self.atomics.get('global', 0)} global; "
+            f"the busiest thread's global reads: {self.thread_reads}; "
             f"barriers per block: {self.barriers}; parallel steps: {self.steps}; "
             f"warp collectives per thread: {self.warp_ops}"
         )
@@ -570,6 +578,8 @@ def run_trace(
 
     structure = block_structure(events, tpb)
     active, most = thread_activity(events)
+    reading = memory & ~is_shared & (((kind & EV_STORE) == 0) | ((kind & EV_ATOMIC) != 0))
+    per_thread = np.unique(events["gtid"][reading], return_counts=True)[1]
     return Trace(
         kernel=f.name,
         lines=lines,
@@ -587,6 +597,7 @@ def run_trace(
         active_threads=active,
         most_per_thread=most,
         uninitialised_shared=uninitialised_shared(events, tpb),
+        thread_reads=int(per_thread.max()) if len(per_thread) else 0,
     )
 
 
