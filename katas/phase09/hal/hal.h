@@ -21,18 +21,23 @@ extern "C" {
 // BEGIN CDEF
 typedef enum {
     HAL_SUCCESS = 0,
-    HAL_ERROR_INVALID_VALUE = 1,     /* a bad argument: a NULL out pointer, a copy past the end */
+    HAL_ERROR_INVALID_VALUE = 1,     /* a bad argument: a NULL out pointer, a copy past the end,
+                                        a hal_arg of another kind or size, a live buffer or
+                                        stream of another device than the kernel's or event's */
     HAL_ERROR_NOT_INITIALIZED = 2,   /* called before hal_init (or after hal_shutdown) */
     HAL_ERROR_NO_BACKEND = 3,        /* hal_init found no backend that loads and initialises */
     HAL_ERROR_OUT_OF_MEMORY = 4,
-    HAL_ERROR_INVALID_HANDLE = 5,    /* 0, freed, stale, or a handle of another kind */
+    HAL_ERROR_INVALID_HANDLE = 5,    /* 0, freed, stale, or a handle of another kind (a live
+                                        handle of the right kind on another device: INVALID_VALUE) */
     HAL_ERROR_INVALID_DEVICE = 6,    /* a device index out of range */
     HAL_ERROR_NOT_SUPPORTED = 7,     /* the device's backend lacks the entry point */
     HAL_ERROR_NOT_FOUND = 8,         /* a module file or a kernel name */
     HAL_ERROR_LAUNCH_FAILED = 9,
     HAL_ERROR_NOT_READY = 10,        /* hal_event_query: recorded work not finished yet */
-    HAL_ERROR_BACKEND_LOAD = 11,     /* a backend: dlopen failed or no hal_backend_entry */
-    HAL_ERROR_ABI_MISMATCH = 12,     /* a backend: another ABI major, or its table is too small */
+    HAL_ERROR_BACKEND_LOAD = 11,     /* a backend: dlopen failed, or no hal_backend_entry symbol */
+    HAL_ERROR_ABI_MISMATCH = 12,     /* a backend: hal_backend_entry returned NULL (it refuses this
+                                        core's version), another ABI major, or its table is
+                                        smaller than HAL_BACKEND_MIN_SIZE */
     HAL_ERROR_BACKEND_INIT = 13,     /* a backend: its init returned an error */
     HAL_ERROR_BACKEND_CRASHED = 14,  /* a backend: its init died of a signal, or did not return
                                         within $KATA_HAL_PROBE_TIMEOUT_S seconds (default 10) */

@@ -254,9 +254,17 @@ def test_loader_random_backend_sets(hal: Any, built: Any, tmp_path: Path) -> Non
         )
         got = [(b["path"], b["status"]) for b in out["backends"]]
         want = [(c["path"], s) for c, s in zip(order, want_status, strict=True)]
+        diff = [
+            f"{w[0]}: expected {NAME[w[1]]}, got {NAME.get(g[1], g[1])}"
+            + (f" (as {g[0]})" if g[0] != w[0] else "")
+            for g, w in zip(got, want, strict=False)
+            if g != w
+        ]
         assert got == want, (
-            f"hal_backend_info on KATA_HAL_PATH={':'.join(entries)}: expected (path, status) "
-            f"{[(p, NAME[s]) for p, s in want]}, got {[(p, NAME.get(s, s)) for p, s in got]}"
+            f"hal_backend_info on KATA_HAL_PATH={':'.join(entries)}: "
+            f"{'; '.join(diff[:3]) or f'{len(got)} records for {len(want)} candidates'}; "
+            f"expected (path, status) {[(p, NAME[s]) for p, s in want]}, "
+            f"got {[(p, NAME.get(s, s)) for p, s in got]}"
         )
         for b, c in zip(out["backends"], order, strict=True):
             if c["kind"] == "probe" and b["status"] == 0:
@@ -456,21 +464,28 @@ live = {}      # symbol -> handle
 seen = []      # every handle handed out, in order
 dead = []
 res = []
+used = []     # the raw handles the current call passed, in argument order (for the messages)
 def ref(r):
+    used.append(_ref(r))
+    return used[-1]
+def _ref(r):
     k = r[0]
     if k == "sym": return live.get(r[1], 0)
-    if k == "dead": return dead[r[1] % len(dead)] if dead else 0
+    # "dead" with nothing freed yet: an id never handed out (0 would be the legal default stream)
+    if k == "dead": return dead[r[1] % len(dead)] if dead else (max(seen) if seen else 0) + 1 + r[1]
     if k == "zero": return 0
     if k == "bogus": return (max(seen) if seen else 0) + r[1]
 import threading
 def run_op(op):
     box = {}
+    used.clear()
     def body():
         n0 = len(res)
         step(op)
         box["last"] = hal.last_error() if res[n0][0] != 0 else ""
     t = threading.Thread(target=body); t.start(); t.join()
     res[-1].append(box.get("last", ""))
+    res[-1].append(list(used))
 def step(op):
     name = op[0]
     if name == "alloc":
@@ -604,6 +619,8 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
     sizes: dict[str, int] = {}
     k = 0
 
+    freed = [0]  # handles the program freed or destroyed so far: "dead" needs one
+
     def pick(kind: str) -> list[Any]:
         roll = r.random()
         mine = [s for s, kd in syms.items() if kd == kind]
@@ -612,7 +629,8 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
             return ["sym", r.choice(mine)]
         if roll < 0.85 and other:
             return ["sym", r.choice(other)]
-        return r.choice([["dead", r.randrange(50)], ["zero"], ["bogus", r.randint(1, 1000)]])
+        bad = [["zero"], ["bogus", r.randint(1, 1000)]]
+        return r.choice(bad + [["dead", r.randrange(50)]] * bool(freed[0]))
 
     for _ in range(count):
         roll = r.random()
@@ -629,6 +647,7 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
             ops.append(["free", h])
             if h[0] == "sym" and syms.get(h[1]) == "mem":
                 del syms[h[1]]
+                freed[0] += 1
         elif roll < 0.7:
             h = pick("mem")
             size = sizes.get(h[1], 64) if h[0] == "sym" else 64
@@ -678,6 +697,7 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
                 ops.append([what, h])
                 if h[0] == "sym" and syms.get(h[1]) == kind:
                     del syms[h[1]]
+                    freed[0] += 1
     return ops
 
 
@@ -711,13 +731,23 @@ def run_sequence(
         raise crash
 
 
+def show_call(op: list[Any], raw: list[int]) -> str:
+    """`sync(['dead', 23] = handle 41)`: each handle argument with the raw id the call passed."""
+    raws = iter(raw)
+    args = []
+    for a in op[1:]:
+        is_ref = isinstance(a, list) and a and a[0] in ("sym", "dead", "zero", "bogus")
+        args.append(f"{a} = handle {next(raws, '?')}" if is_ref else repr(a))
+    return f"{op[0]}({', '.join(args)})"
+
+
 def check_sequence(
     ops: list[list[Any]], res: list[list[Any]], model: Model, where: str = ""
 ) -> None:
     handed: list[int] = []
-    for i, (op, (st, extra, last)) in enumerate(zip(ops, res, strict=False)):
+    for i, (op, (st, extra, last, raw)) in enumerate(zip(ops, res, strict=False)):
         want, data = model.step(op)
-        ctx = f"call {i} of a random program {where}({op[0]}{tuple(op[1:])}; the calls before it: {ops[max(0, i - 4) : i]})"
+        ctx = f"call {i} of a random program {where}({show_call(op, raw)}; the calls before it: {ops[max(0, i - 4) : i]})"
         assert st == want, f"{ctx}: expected {NAME.get(want)}, got {NAME.get(st, st)}"
         assert st == 0 or last, (
             f"{ctx}: it failed ({NAME.get(st)}) but hal_last_error in its thread is empty"
