@@ -531,3 +531,26 @@ def test_the_words_in_comments_and_the_header_atomics_are_fine() -> None:
     x = np.zeros(1, np.float32)
     hc.SourceModule(source, name="fine.cu").get_function("add")(hc.InOut(x), block=(32, 1, 1))
     assert x[0] == 32
+
+
+def test_shared_memory_starts_each_block_with_garbage() -> None:
+    """A GPU keeps no promise about shared memory: a block that reads words it never wrote gets
+    NaN here (0xff bytes), in static and dynamic shared memory alike, in every block, not the
+    zero of a fresh mapping or the previous block's values."""
+    source = """
+    __global__ void unwritten(float* out) {
+        __shared__ float totals[32];
+        extern __shared__ float dyn[];
+        if (threadIdx.x == 0) { totals[0] = 1.0f; dyn[0] = 2.0f; }
+        __syncthreads();
+        out[blockIdx.x * 64 + threadIdx.x] = totals[threadIdx.x];
+        out[blockIdx.x * 64 + 32 + threadIdx.x] = dyn[threadIdx.x];
+    }
+    """
+    f = hc.SourceModule(source, name="unwritten.cu").get_function("unwritten")
+    out = np.zeros(3 * 64, np.float32)
+    f(hc.Out(out), block=(32, 1, 1), grid=(3, 1), shared=32 * 4)
+    per_block = out.reshape(3, 2, 32)
+    np.testing.assert_array_equal(per_block[:, 0, 0], 1.0)
+    np.testing.assert_array_equal(per_block[:, 1, 0], 2.0)
+    assert np.isnan(per_block[:, :, 1:]).all(), per_block

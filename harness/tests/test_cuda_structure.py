@@ -320,8 +320,7 @@ def test_shared_loads_of_words_the_block_never_wrote_are_counted(guard: bool) ->
     f = kernel(TOTALS, "totals", ("-DGUARD",) if guard else ())
     x = np.arange(128, dtype=np.float32)
     out = np.zeros(64, np.float32)
-    # Two blocks of 64 threads (2 warps): the second block finds the first one's totals in the
-    # cpu backend's copy of warp_totals, and still has not written words 2..31 itself.
+    # Two blocks of 64 threads (2 warps): neither writes words 2..31 of warp_totals.
     t = f.trace(hc.In(x), hc.Out(out), block=(64, 1, 1), grid=(2, 1))
     assert t.uninitialised_shared == (0 if guard else 2 * 30), t.report()
 

@@ -556,6 +556,35 @@ void run_block_fibers(const kata_launch_t* L) {
     }
 }
 
+// Shared memory starts each block with garbage, as on a GPU (whatever the SM held): 0xff bytes,
+// a NaN in every float, -1 in every int. A kernel that reads a word its block never wrote
+// (warp 0 loading all 32 warp totals of an 8-warp block) gets it, here too, instead of the zero
+// of a fresh mapping or the previous block's value. Static __shared__ arrays lie in the
+// library's kata_shared section (kata_cuda.h); dynamic ones in the launch's shared= bytes.
+void shared_statics(const kata_launch_t* L, uintptr_t* lo, uintptr_t* hi) {
+    *lo = *hi = 0;
+    Dl_info info;
+    if (L->call == nullptr || dladdr(reinterpret_cast<void*>(L->call), &info) == 0) return;
+    void* h = dlopen(info.dli_fname, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (h == nullptr) return;
+    struct range {
+        uintptr_t lo, hi;
+    };  // kata_range of kata_cuda.h
+    auto where = reinterpret_cast<range (*)(void)>(dlsym(h, "kata_shared_statics"));
+    if (where != nullptr) {
+        range r = where();
+        *lo = r.lo;
+        *hi = r.hi;
+    }
+    dlclose(h);
+    if (*hi < *lo) *lo = *hi = 0;
+}
+
+void fill_shared_garbage(const kata_launch_t* L, uintptr_t lo, uintptr_t hi) {
+    if (hi > lo) memset(reinterpret_cast<void*>(lo), 0xff, hi - lo);
+    if (L->shared_bytes > 0 && g_dyn_shared) memset(g_dyn_shared + g_dyn_offset, 0xff, L->shared_bytes);
+}
+
 void run_grid(const kata_launch_t* L) {
     gridDim = dim3(L->grid[0], L->grid[1], L->grid[2]);
     blockDim = dim3(L->block[0], L->block[1], L->block[2]);
@@ -582,7 +611,10 @@ void run_grid(const kata_launch_t* L) {
         c = 0;
         count = L->nblocks;
     }
+    uintptr_t statics_lo, statics_hi;
+    shared_statics(L, &statics_lo, &statics_hi);
     for (uint64_t i = 0; i < count; ++i) {
+        fill_shared_garbage(L, statics_lo, statics_hi);
         uint64_t b = L->schedule == KATA_SCHEDULE_REVERSE ? count - 1 - i : (a * i + c) % count;
         if (L->nblocks > 0) b += L->first_block;
         blockIdx.x = (unsigned)(b % L->grid[0]);

@@ -29,7 +29,9 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+// Static __shared__ arrays go to a section of their own, so that the runtime can fill them with
+// garbage (0xff bytes: NaN, -1) before each block, as a GPU keeps no promise about their contents.
+#define __shared__ __attribute__((section("kata_shared"))) static
 #define __constant__
 #define __managed__
 #define __forceinline__ inline __attribute__((always_inline))
@@ -272,3 +274,23 @@ void run_threads(void (*f)(A...), void** args, const unsigned* order, unsigned n
     run_threads_impl(f, args, order, n, std::index_sequence_for<A...>{});
 }
 }  // namespace kata
+
+// Where this library's static __shared__ arrays lie (kata_shared; both 0 when it has none): the
+// runtime fills them with garbage before each block (runtime.cpp, fill_shared_garbage). Returned
+// in registers and never traced: the runtime calls it outside any thread.
+struct kata_range {
+    uintptr_t lo, hi;
+};
+extern "C" char __start_kata_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_kata_shared[] __attribute__((weak, visibility("hidden")));
+#if defined(KATA_TRACE_BUILD) && defined(__clang__)
+#define KATA_UNTRACED __attribute__((visibility("default"), no_sanitize("coverage")))
+#elif defined(KATA_TRACE_BUILD)
+#define KATA_UNTRACED __attribute__((visibility("default"), no_sanitize_thread))
+#else
+#define KATA_UNTRACED __attribute__((visibility("default")))
+#endif
+extern "C" KATA_UNTRACED kata_range kata_shared_statics(void) {
+    return kata_range{reinterpret_cast<uintptr_t>(__start_kata_shared),
+                      reinterpret_cast<uintptr_t>(__stop_kata_shared)};
+}
