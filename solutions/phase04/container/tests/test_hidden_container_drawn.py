@@ -1,0 +1,367 @@
+"""Hidden tests of the container kata (blind red team rt14): each property checked on specs drawn
+at run time from the run seed, of every kind a runtime may build differently: a rootfs alone;
+GPU device nodes with the devices controller, memory and pids limits and bind mounts; without a
+user namespace; anything drawn. A runtime that is right for the specs the other tests build
+and cuts a corner for the others (the old root left mounted for GPU containers, chroot without
+a user namespace, no devices controller unless a GPU is refused, no namespace for specs with a
+rootfs) fails here. Every failure names the seed that drew its spec (--kata-seed replays it)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import re
+import select
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import KataTodo
+from harness.testing import random_for
+
+MS_SHARED = 1 << 20  # mount(2): not in spec.py, the runtime never needs it
+CLONE_NEWNS, CLONE_NEWUTS = 0x00020000, 0x04000000
+PR_SET_PDEATHSIG = 1
+
+
+def _drawn(key: str) -> tuple[int, random.Random]:
+    """A seed from the run seed (named in every message) and a Random of it."""
+    seed = random_for(key).randrange(1 << 32)
+    return seed, random.Random(seed)
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mountinfo(text: str) -> list[dict[str, Any]]:
+    """/proc/PID/mountinfo as dicts: dev (major:minor), root (the path inside its file system),
+    point, opts (per mount), tags (shared:N, master:N), fstype."""
+    out = []
+    for line in text.splitlines():
+        if " - " not in line:
+            continue
+        pre, post = line.split(" - ", 1)
+        f, g = pre.split(), post.split()
+        if len(f) < 6 or not g:
+            continue
+        out.append(
+            {
+                "dev": f[2],
+                "root": _unescape(f[3]),
+                "point": _unescape(f[4]),
+                "opts": f[5].split(","),
+                "tags": f[6:],
+                "fstype": g[0],
+            }
+        )
+    return out
+
+
+def _within(path: str, bases: list[str]) -> bool:
+    return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bases)
+
+
+def _host_paths(m: dict[str, Any], host: list[dict[str, Any]]) -> list[str] | None:
+    """What of the host a mount of the container shows: the host paths of the same file system
+    and directory (None: a file system the host has not mounted, a fresh proc or tmpfs)."""
+    same = [h for h in host if h["dev"] == m["dev"]]
+    if not same:
+        return None
+    paths = []
+    for h in same:
+        top = h["root"].rstrip("/")
+        if m["root"] == h["root"] or m["root"].startswith(top + "/"):
+            paths.append(os.path.normpath(h["point"] + "/" + m["root"][len(top) :]))
+    return paths or [f"{m['root']} of the host's {m['fstype']} file system ({m['dev']})"]
+
+
+def _host_content(
+    inside: list[dict[str, Any]], host: list[dict[str, Any]], allowed: list[str]
+) -> list[str]:
+    """The container's mounts that show the host's files outside `allowed` (host paths)."""
+    bad = []
+    for m in inside:
+        paths = _host_paths(m, host)
+        if paths is not None and not any(_within(p, allowed) for p in paths):
+            bad.append(f"{m['point']} shows the host's {paths[0]} ({m['fstype']})")
+    return bad
+
+
+def _gpu_devices(spec: Any, r: random.Random) -> list[Any]:
+    """GPUs given (1-2) and refused (0-2), nvidiactl, nvidia-uvm, sometimes a kgpu."""
+    gpus = r.sample(range(8), 4)
+    visible = tuple(sorted(gpus[: r.randint(1, 2)]))
+    hidden = tuple(sorted(gpus[2 : 2 + r.randint(0, 2)]))
+    devs = spec.nvidia_devices(visible, hidden=hidden)
+    if r.random() < 0.5:
+        k = r.randrange(4)
+        devs.append(spec.Device(f"/dev/kgpu{k}", spec.KGPU_MAJOR, k))
+    return devs
+
+
+def _drawn_spec(
+    spec: Any, r: random.Random, rootfs: Path, tmp_path: Path, kind: str, args: list[str]
+) -> Any:
+    """A spec of `kind`: "plain" (a rootfs, every namespace), "gpu" (GPU nodes, the devices
+    controller, limits, read-only and writable bind mounts), "no-user-ns" (pid, mount and
+    some of uts, ipc, network), "drawn" (each part drawn). Always pid and mount namespaces:
+    a rootfs without its own mount namespace would pivot the host's."""
+    if kind == "plain":
+        namespaces = ("pid", "mount", "uts", "ipc", "network", "user")
+    elif kind == "no-user-ns":
+        namespaces = ("pid", "mount", *r.sample(["uts", "ipc", "network"], r.randint(0, 3)))
+    elif kind == "gpu":
+        namespaces = ("pid", "mount", "uts", "ipc", "network", "user")
+    else:
+        namespaces = ("pid", "mount", *r.sample(["uts", "ipc", "network", "user"], r.randint(0, 4)))
+    full = kind == "gpu"
+    devices = _gpu_devices(spec, r) if full or (kind == "drawn" and r.random() < 0.6) else []
+    memory = pids = None
+    if full or (kind == "drawn" and r.random() < 0.6):
+        memory = r.choice((r.randint(64, 100), r.randint(101, 4096))) << 20
+        pids = r.randint(32, 512)
+    mounts = []
+    if full or (kind == "drawn" and r.random() < 0.6):
+        driver = tmp_path / f"driver{r.randrange(10**6)}"
+        driver.mkdir(parents=True, exist_ok=True)
+        (driver / "libcuda.so.1").write_text("libcuda\n")
+        mounts.append(spec.Mount(str(driver), r.choice(("/usr/lib/nvidia", "/opt/drv", "/srv/x"))))
+        if r.random() < 0.5:
+            scratch = tmp_path / f"scratch{r.randrange(10**6)}"
+            scratch.mkdir(parents=True, exist_ok=True)
+            mounts.append(spec.Mount(str(scratch), "/data", readonly=False))
+    return spec.Spec(
+        args=args,
+        rootfs=str(rootfs),
+        namespaces=namespaces,
+        memory_limit=memory,
+        pids_limit=pids,
+        devices=devices,
+        restrict_devices=bool(devices),
+        mounts=mounts,
+        cgroup_name=f"drawn{r.randrange(10**6)}",
+    )
+
+
+def _describe(s: Any) -> str:
+    parts = [f"namespaces {'+'.join(s.namespaces)}"]
+    if s.devices:
+        parts.append(f"devices {[d.path for d in s.devices]}")
+    if s.memory_limit is not None:
+        parts.append(f"memory {s.memory_limit >> 20} MiB, pids {s.pids_limit}")
+    if s.mounts:
+        parts.append(f"mounts {[m.destination for m in s.mounts]}")
+    return ", ".join(parts)
+
+
+def _finished(r: Any, what: str) -> None:
+    assert not r.timed_out and r.exit_code == 0, (
+        f"{what}: the probe did not run: exit {r.exit_code}, signal {r.signal}: {r.stderr[-800:]}"
+    )
+
+
+# --- rootfs: nothing of the host's tree, on every kind of spec ----------------------------
+
+MOUNTS_PROBE = "cat /proc/self/mountinfo; echo ---; nsenter --mount=/proc/self/ns/mnt /bin/busybox ls -a /; true"
+
+
+@pytest.mark.kata_gate(
+    "a mount inside the container shows the host's files (the old root, the host's /proc, "
+    "/sys or cgroup trees: anything but the rootfs, the spec's bind mounts and fresh file "
+    "systems), setns into the container's own mount namespace reaches the host's /, /proc "
+    "lacks nosuid, nodev, noexec, or a mount is shared with the host: specs drawn at random "
+    "of every kind (GPU devices, limits, bind mounts; with and without a user namespace)"
+)
+@pytest.mark.parametrize("kind", ["plain", "gpu", "no-user-ns", "drawn"])
+def test_rootfs_no_mount_of_the_host_on_any_spec(
+    request: Any, run: Any, spec: Any, rootfs: Path, tmp_path: Path, kind: str
+) -> None:
+    """The container's /proc/self/mountinfo, each mount resolved to what it shows of the host
+    (same device, its root under a host mount's root): only the rootfs and the spec's bind
+    mount sources may be the host's; /proc is one fresh proc, nosuid, nodev, noexec; no mount
+    is shared (private or slave); setns into its own mount namespace lands in the rootfs."""
+    seed, r = _drawn(f"mounts probe {kind}")
+    s = _drawn_spec(spec, r, rootfs, tmp_path, kind, ["/bin/sh", "-c", MOUNTS_PROBE])
+    if s.needs_cgroup:
+        request.getfixturevalue("cgroup_version")  # skips where cgroups cannot be used
+    where = f"setup_rootfs (seed {seed}, spec {_describe(s)})"
+    host_table = _mountinfo(Path("/proc/self/mountinfo").read_text())
+    res = run(s)
+    _finished(res, where)
+    text, listed = res.stdout.split("---\n", 1)
+    inside = _mountinfo(text)
+    host_only = set(os.listdir("/")) - set(os.listdir(rootfs)) - {".", ".."}
+    assert host_only, "the host's / has nothing the rootfs lacks: this test cannot tell"
+    reached = set(listed.split()) & host_only
+    assert not reached, (
+        f"{where}: setns into the container's own mount namespace lands in the host's / (it "
+        f"lists {sorted(reached)}): chroot(2) leaves the host's tree mounted; pivot_root into "
+        "the rootfs and detach the old root"
+    )
+    allowed = [os.path.realpath(rootfs), *(os.path.realpath(m.source) for m in s.mounts)]
+    bad = _host_content(inside, host_table, allowed)
+    assert not bad, (
+        f"{where}: mounts inside the container show the host's files: {bad[:6]}"
+        f"{f' and {len(bad) - 6} more' if len(bad) > 6 else ''} (only the rootfs, the spec's "
+        "bind mounts and a fresh proc belong there: detach the old root, bind nothing else of "
+        "the host)"
+    )
+    procs = [m for m in inside if m["point"] == "/proc" or m["point"].startswith("/proc/")]
+    assert [m["point"] for m in procs] == ["/proc"] and procs[0]["fstype"] == "proc", (
+        f"{where}: /proc must be one fresh proc mount, nothing under or beneath it: "
+        f"{[(m['point'], m['fstype']) for m in procs]}"
+    )
+    flags = {"nosuid", "nodev", "noexec"} - set(procs[0]["opts"])
+    assert not flags, (
+        f"{where}: the container's /proc is mounted without {sorted(flags)} (its options: "
+        f"{procs[0]['opts']}): mount it MS_NOSUID | MS_NODEV | MS_NOEXEC"
+    )
+    shared = [m["point"] for m in inside if any(t.startswith("shared:") for t in m["tags"])]
+    assert not shared, (
+        f"{where}: mounts inside the container are shared (their mount events reach a peer "
+        f"group outside): {shared}; make / private (MS_REC | MS_PRIVATE) before mounting"
+    )
+
+
+# --- a host of the test's own: a private mount namespace with a shared mount -------------
+
+
+def _in_a_host_of_its_own(work: Callable[[], dict[str, Any]], timeout: float) -> dict[str, Any]:
+    """Run `work` in a child of the test process with a mount and a UTS namespace of its own
+    (its mounts private, so nothing it does reaches the real host): the host of the containers
+    `work` runs. What `work` returns comes back as JSON; an exception as {"error": ...}. The
+    child dies with the test process (PDEATHSIG), and with it its namespaces and mounts."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        out: dict[str, Any]
+        try:
+            os.close(rd)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if libc.unshare(CLONE_NEWNS | CLONE_NEWUTS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS | CLONE_NEWUTS)")
+            _mount(libc, None, "/", None, (1 << 14) | (1 << 18))  # MS_REC | MS_PRIVATE
+            out = work()
+        except BaseException as e:
+            out = {"error": f"{type(e).__name__}: {e}"}
+        try:
+            os.write(wr, json.dumps(out).encode())
+        finally:
+            os._exit(0)
+    os.close(wr)
+    data, deadline = b"", time.monotonic() + timeout
+    try:
+        while (wait := deadline - time.monotonic()) > 0:
+            if not select.select([rd], [], [], wait)[0]:
+                break
+            chunk = os.read(rd, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(rd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    if not data:
+        return {"error": f"the test's host process sent nothing in {timeout:g} s"}
+    return json.loads(data)
+
+
+def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    enc = [None if x is None else x.encode() for x in (source, target, fstype)]
+    if libc.mount(enc[0], enc[1], enc[2], ctypes.c_ulong(flags), None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _points() -> set[str]:
+    return {m["point"] for m in _mountinfo(Path("/proc/self/mountinfo").read_text())}
+
+
+@pytest.mark.kata_gate(
+    "a mount the container makes appears in the host's mount namespace: the rootfs under a "
+    "shared mount (systemd makes / shared), with and without a user namespace; make / "
+    "private (MS_REC | MS_PRIVATE) before mounting anything"
+)
+@pytest.mark.parametrize("userns", ["user", "no-user-ns"])
+def test_rootfs_mounts_do_not_propagate_to_the_host(
+    needs_root: None,
+    rt: Any,
+    runner: Any,
+    spec: Any,
+    host: Any,
+    kata: Any,
+    tmp_path: Path,
+    userns: str,
+) -> None:
+    """A host of the test's own (a private mount namespace) whose rootfs lives on a tmpfs made
+    shared, as / is on a systemd host: the runtime's child copies it into its mount namespace
+    as a peer (without a user namespace; a slave with one), so a mount the runtime makes
+    there shows up on the host unless it made / private (or slave) first. The container's own
+    mounts must not be shared either."""
+    seed, r = _drawn(f"propagation {userns}")
+    namespaces = ["pid", "mount", *r.sample(["uts", "ipc", "network"], r.randint(0, 3))]
+    if userns == "user":
+        namespaces.append("user")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def work() -> dict[str, Any]:  # pragma: no cover - in the host process of the test
+        _mount(libc, "tmpfs", str(shared), "tmpfs", 0)
+        _mount(libc, None, str(shared), None, MS_SHARED)
+        root = kata.module("rootfs").build(shared / "rootfs", host.busybox())
+        data = shared / "data"
+        data.mkdir()
+        s = spec.Spec(
+            args=["/bin/cat", "/proc/self/mountinfo"],
+            rootfs=str(root),
+            namespaces=tuple(namespaces),
+            mounts=[spec.Mount(str(data), "/data")],
+        )
+        before = _points()
+        out: dict[str, Any] = {}
+        try:
+            res = runner.run(rt, s, timeout=10)
+            out.update(code=res.exit_code, signal=res.signal, stdout=res.stdout)
+            out.update(stderr=res.stderr[-800:], timed_out=res.timed_out)
+        except Exception as e:
+            out["error"], out["type"] = f"{type(e).__name__}: {e}"[:1500], type(e).__name__
+        out["leaked"] = sorted(_points() - before)
+        return out
+
+    got = _in_a_host_of_its_own(work, timeout=30)
+    where = f"setup_rootfs (seed {seed}, namespaces {'+'.join(namespaces)}, rootfs under a shared mount)"
+    assert not got.get("leaked"), (
+        f"{where}: the container's mounts appeared in the host's mount namespace: "
+        f"{got['leaked']} (the host's / is shared on systemd hosts: make / private with "
+        "mount(None, '/', None, MS_REC | MS_PRIVATE) before any other mount)"
+    )
+    if got.get("type") == "KataTodo":  # a stub: not started, whatever the test does
+        raise KataTodo(got["error"].removeprefix("KataTodo: "))
+    if "error" in got:
+        raise runner.RuntimeFailed(f"{where}: {got['error']}")
+    assert not got["timed_out"] and got["code"] == 0, (
+        f"{where}: the container did not run: exit {got['code']}, signal {got['signal']}: "
+        f"{got['stderr']}"
+    )
+    inside = [
+        m["point"]
+        for m in _mountinfo(got["stdout"])
+        if any(t.startswith("shared:") for t in m["tags"])
+    ]
+    assert not inside, (
+        f"{where}: mounts inside the container are shared with the host's mounts: {inside}; "
+        "make / private (MS_REC | MS_PRIVATE) before mounting"
+    )
