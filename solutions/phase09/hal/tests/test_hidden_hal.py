@@ -380,40 +380,213 @@ def test_loader_crash_and_failure_anywhere_fall_back(
     )
 
 
+SHUTDOWN_SCRIPT = r"""
+import json
+plan = json.loads(PLAN)
+def mapped():  # backend files still mapped into this process (not dlclosed)
+    with open("/proc/self/maps") as f:
+        return sorted({ln.split()[-1] for ln in f if BACKENDS in ln})
+def make(kind, dev):
+    if kind == "mem": return hal.mem_alloc(dev, 64)
+    if kind == "stream": return hal.stream_create(dev)
+    if kind == "event": return hal.event_create(dev)
+    return hal.module_load(dev, KERNELS)
+def drop(kind, h):
+    return {"mem": hal.mem_free, "stream": hal.stream_destroy, "event": hal.event_destroy,
+            "module": hal.module_unload}[kind](h)
+def use(kind, h):  # a call that needs a live handle of its kind
+    if kind == "mem": return hal.mem_size(h)[0]
+    if kind == "stream": return hal.stream_synchronize(h)
+    if kind == "event": return hal.event_query(h)
+    return hal.module_function(h, "vector_add")[0]
+out["sessions"] = []
+old = []
+for session in range(2):
+    s = {"init": hal.init()}
+    ndev = hal.device_count()[1]
+    s["stale"] = [[k, h, use(k, h)] for k, h in old]  # handles of the sessions before
+    made = []
+    for kind, dev, free in plan[session]:
+        st, h = make(kind, dev % ndev)
+        made.append([kind, h, st, drop(kind, h) if free and st == 0 else None])
+    s["made"] = made
+    s["mapped_before"] = mapped()
+    s["shutdown"] = hal.shutdown()
+    s["mapped_after"] = mapped()
+    s["after"] = [hal.device_count()[0], hal.backend_count()[0], hal.mem_alloc(0, 8)[0],
+                  hal.shutdown()] + [use(k, h) for k, h, st, _ in made if st == 0][:3]
+    old += [[k, h] for k, h, st, _ in made if st == 0]
+    out["sessions"].append(s)
+"""
+
+
+@pytest.mark.kata_gate(
+    "after hal_shutdown (random backends, handles left live) a backend is not shut down or not "
+    "dlclosed, what the application left is not freed, or a handle of the session before is "
+    "valid again or handed out again"
+)
 def test_loader_shutdown_and_init_again(
     hal: Any, built: Any, backends: Any, tmp_path: Path
 ) -> None:
+    r = random_for("shutdown")
     log = tmp_path / "log"
-    d = backends({"libhal_p.so": (built.probe, {"name": "p", "log": log})})
+    spec = {
+        f"libhal_{chr(97 + i)}{r.randrange(100)}.so": (
+            built.probe,
+            {"name": f"p{i}", "log": log, "devices": r.randint(1, 2), "caps": r.choice([0, 1, 3]),
+             "priority": r.choice([0, 5])},
+        )
+        for i in range(r.randint(1, 3))
+    }  # fmt: skip
+    d = backends(spec)
+    kinds = ["mem", "mem", "stream", "event", "module"]
+    plan = [
+        [[r.choice(kinds), r.randrange(6), r.random() < 0.35] for _ in range(r.randint(4, 14))]
+        for _session in range(2)
+    ]
+    script = (
+        f"PLAN = {json.dumps(json.dumps(plan))}\nBACKENDS = {str(d)!r}\n"
+        f"KERNELS = {str(built.kernels)!r}\n" + SHUTDOWN_SCRIPT
+    )
+    out = hal(script, [d])
+    seen: list[int] = []
+    for n, s in enumerate(out["sessions"]):
+        what = f"session {n + 1} of 2 on {len(spec)} probe backends (calls: {plan[n]})"
+        assert s["init"] == 0, f"{what}: hal_init returned {NAME.get(s['init'], s['init'])}"
+        bad = [(k, h, NAME.get(st, st)) for k, h, st in s["stale"] if st != S["INVALID_HANDLE"]]
+        assert not bad, (
+            f"{what}: handles of the session before hal_shutdown must be INVALID_HANDLE after "
+            f"hal_init again, got {bad[:4]}"
+        )
+        made = [h for _k, h, st, _ in s["made"] if st == 0]
+        assert all(st == 0 for _k, _h, st, _ in s["made"]), f"{what}: {s['made']}"
+        again = sorted(set(made) & set(seen))
+        assert not again and 0 not in made, (
+            f"{what}: handles {again or [0]} were handed out in a session before (or are 0): ids "
+            "are never reused, across hal_shutdown too"
+        )
+        seen += made
+        assert s["shutdown"] == 0, f"{what}: hal_shutdown returned {s['shutdown']}"
+        assert s["after"] == [S["NOT_INITIALIZED"]] * len(s["after"]), (
+            f"{what}: after hal_shutdown every call is NOT_INITIALIZED: {names(s['after'])}"
+        )
+        assert s["mapped_before"] and not s["mapped_after"], (
+            f"{what}: after hal_shutdown the backends are dlclosed (no longer mapped): "
+            f"{s['mapped_after'] or 'none was mapped before either'}"
+        )
+    lines = log.read_text().splitlines()
+    for b in spec.values():
+        name = b[1]["name"]
+        mine = [ln.split(None, 2)[2] for ln in lines if ln.split()[1] == name]
+        shutdowns = [ln for ln in mine if ln == "call shutdown"]
+        left = [ln for ln in mine if ln.startswith("left ")]
+        assert len(shutdowns) == 2, (
+            f"backend {name}: hal_shutdown shuts each backend down once a session (2 sessions): "
+            f"{len(shutdowns)} calls of its shutdown"
+        )
+        bad_left = [ln for ln in left if ln != "left mem=0 streams=0 events=0 modules=0"]
+        assert not bad_left, (
+            f"backend {name}: at its shutdown the core has freed the buffers, streams, events "
+            f"and modules the application left; the backend still held: {bad_left}"
+        )
+
+
+LOCAL_SCRIPT = r"""
+import ctypes, json
+scope = ctypes.CDLL(None)  # dlsym on it searches the program's global namespace only
+def exposed(where):
+    got = [n for n in ("hal_probe_marker", "hal_backend_entry") if hasattr(scope, n)]
+    if got:
+        out.setdefault("exposed", []).append([where, got])
+for session in range(2):
+    out.setdefault("init", []).append(hal.init())
+    exposed(f"after hal_init (session {session + 1})")
+    for i, op in enumerate(json.loads(OPS)):
+        dev = op[1] % hal.device_count()[1]
+        if op[0] == "mem":
+            st, m = hal.mem_alloc(dev, 32); hal.memcpy_htod(m, 0, bytes(32)); hal.mem_free(m)
+        elif op[0] == "stream":
+            st, s = hal.stream_create(dev); hal.stream_synchronize(s); hal.stream_destroy(s)
+        elif op[0] == "module":
+            st, m = hal.module_load(dev, KERNELS); hal.module_unload(m)
+        else:
+            hal.devices()
+        exposed(f"after call {i} ({op[0]} on device {dev}, session {session + 1})")
+    hal.shutdown()
+    exposed(f"after hal_shutdown (session {session + 1})")
+"""
+
+
+@pytest.mark.kata_gate(
+    "a backend's symbols are in the process's global namespace after hal_init or a later call "
+    "(random backends and calls)"
+)
+def test_loader_backends_stay_local_after_init(
+    hal: Any, built: Any, backends: Any, tmp_path: Path
+) -> None:
+    r = random_for("local")
+    log = tmp_path / "log"
+    spec = {
+        f"libhal_{chr(97 + i)}.so": (
+            built.probe,
+            {
+                "name": f"l{i}",
+                "log": log,
+                "priority": r.choice([0, 4, 9]),
+                "caps": r.choice([0, 1]),
+            },
+        )
+        for i in range(r.randint(2, 4))
+    }
+    ops = [[r.choice(["mem", "stream", "module", "info"]), r.randrange(8)] for _ in range(6)]
+    d = backends(spec)
     out = hal(
-        """
-hal.init()
-st, m = hal.mem_alloc(0, 64)
-out["free_before"] = hal.mem_free(0)
-out["shutdown"] = hal.shutdown()
-out["after"] = [hal.mem_size(m)[0], hal.device_count()[0], hal.backend_count()[0], hal.shutdown()]
-out["init2"] = hal.init()
-out["stale"] = hal.mem_size(m)[0]
-st, m2 = hal.mem_alloc(0, 8)
-out["fresh"] = m2 != m and m2 != 0
-""",
+        f"OPS = {json.dumps(json.dumps(ops))}\nKERNELS = {str(built.kernels)!r}\n" + LOCAL_SCRIPT,
         [d],
     )
-    assert out["shutdown"] == 0, out
-    assert out["after"] == [S["NOT_INITIALIZED"]] * 4, (
-        f"after hal_shutdown every call is NOT_INITIALIZED: {names(out['after'])}"
+    assert out["init"] == [0, 0], f"hal_init on {len(spec)} probe backends: {out['init']}"
+    assert not out.get("exposed"), (
+        f"backends loaded RTLD_LOCAL must stay out of the global namespace; dlsym(RTLD_DEFAULT) "
+        f"found {out['exposed'][0][1]} {out['exposed'][0][0]}"
     )
-    assert out["init2"] == 0 and out["stale"] == S["INVALID_HANDLE"], (
-        f"a handle from before hal_shutdown is invalid after hal_init again, got {NAME.get(out['stale'])}"
+    glob = sorted({ln.split()[1] for ln in log.read_text().splitlines() if ln.endswith(" global")})
+    assert not glob, f"backends {glob} found their own symbols in the global namespace in a call"
+
+
+@pytest.mark.kata_gate(
+    "a backend whose init hangs holds hal_init much longer than KATA_HAL_PROBE_TIMEOUT_S, or one "
+    "whose init returns well within it is refused"
+)
+def test_loader_probe_timeout_is_read(hal: Any, built: Any, backends: Any) -> None:
+    r = random_for("probe-timeout")
+    limit = round(r.uniform(1.0, 2.5), 1)
+    slow_ms = int(limit * 400)  # returns within 40% of the limit: must load
+    order = ["hang", "slow", "ok"]
+    r.shuffle(order)
+    conf = {"hang": {"init": "hang"}, "slow": {"init_ms": slow_ms}, "ok": {}}
+    d = backends({
+        f"libhal_{i}{n}.so": (built.probe, {"name": n, "priority": r.choice([0, 5]), **conf[n]})
+        for i, n in enumerate(order)
+    })  # fmt: skip
+    out = hal(
+        "import time\nt0 = time.monotonic()\nout['init'] = hal.init()\n"
+        "out['seconds'] = time.monotonic() - t0\n"
+        "out['got'] = {b['name'] or b['path'][-12:]: b['status'] for b in hal.backends()}",
+        [d],
+        env={"KATA_HAL_PROBE_TIMEOUT_S": str(limit)},
     )
-    assert out["fresh"], "handles are never reused, across hal_shutdown too"
-    calls = [
-        ln.split()[3]
-        for ln in log.read_text().splitlines()
-        if ln.split()[2] == "call" and int(ln.split()[0]) == int(ln.split()[0])
-    ]
-    assert "shutdown" in calls and "mem_free" in calls, (
-        f"hal_shutdown frees what the application left and shuts the backend down: backend saw {calls}"
+    statuses = {Path(n).stem if "/" in n else n: NAME.get(s, s) for n, s in out["got"].items()}
+    assert out["init"] == 0 and statuses.get("slow") == "SUCCESS", (
+        f"KATA_HAL_PROBE_TIMEOUT_S={limit}: a backend whose init takes {slow_ms} ms loads: {statuses}"
+    )
+    assert len([s for s in statuses.values() if s == "BACKEND_CRASHED"]) == 1, (
+        f"KATA_HAL_PROBE_TIMEOUT_S={limit}: the hanging init is BACKEND_CRASHED: {statuses}"
+    )
+    bound = limit + 2 * slow_ms / 1000 + 3.0
+    assert out["seconds"] < bound, (
+        f"KATA_HAL_PROBE_TIMEOUT_S={limit}: hal_init took {out['seconds']:.1f} s with one init that "
+        f"hangs (at most the limit, plus {slow_ms} ms twice for the slow one, plus 3 s, "
+        f"{bound:.1f} s): the probe must wait KATA_HAL_PROBE_TIMEOUT_S seconds, not more"
     )
 
 

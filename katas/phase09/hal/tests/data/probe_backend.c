@@ -3,17 +3,25 @@
 // The tests build it once and copy it under several names (libhal_<x>.so); each copy reads
 // <its own path>.conf, lines of key=value:
 //   name=probe  priority=0  caps=0  major=1  minor=2  size=<struct_size, default: that of minor>
-//   devices=1  init=ok|fail|crash|hang  entry=ok|null  null=launch,memset,...  dwell_us=0
-//   log=/path/to/log
+//   devices=1  init=ok|fail|crash|hang  init_ms=0  entry=ok|null  null=launch,memset,...
+//   dwell_us=0  guard=0|1  log=/path/to/log
 // Table slots the core must not read (past `size`, or of a minor newer than `minor`) hold
 // TRIPWIRES: a call there logs "tripwire <slot>" and answers HAL_ERROR_LAUNCH_FAILED. Every
 // real call logs "<pid> <name> call <entry>"; a call that overlaps another call into the same
 // backend logs "concurrent <entry>" (the core must serialise a backend without
-// HAL_CAP_THREADSAFE). A copy or memset outside its allocation logs "oob <entry>".
+// HAL_CAP_THREADSAFE). A copy or memset outside its allocation logs "oob <entry>". Every call
+// looks for hal_probe_marker in the process's global namespace and logs "global" when it is
+// there (the backend was loaded, or later promoted, RTLD_GLOBAL). shutdown logs what is still
+// live ("left mem=0 streams=0 events=0 modules=0": the core frees what the application left).
+// guard=1 puts the table's bytes past the entries of minor 2 (sizeof(hal_backend_ops)) on a page
+// of their own that the core must never read: a read there logs "readpast <offset>" and goes on
+// (the page becomes readable), so a core that copies a newer, larger table whole is seen even
+// where the copy does not crash it.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +34,7 @@ HAL_BACKEND_EXPORT int hal_probe_marker = 1;  // in the global scope: loaded RTL
 
 static struct {
     char name[32];
-    int priority, caps, major, minor, size, devices, entry_null, dwell_us;
+    int priority, caps, major, minor, size, devices, entry_null, dwell_us, init_ms, guard;
     char init[16];
     char null[512];
     char log[512];
@@ -53,8 +61,12 @@ static void logf_(const char* fmt, ...) {
     }
 }
 
+static int g_live_streams, g_live_events, g_live_modules;
+
 static void enter(const char* what) {
     logf_("call %s", what);
+    void* self = dlopen(NULL, RTLD_NOW);  // the program's handle: the global scope only
+    if (self != NULL && dlsym(self, "hal_probe_marker") != NULL) logf_("global");
     if (__sync_add_and_fetch(&g_inside, 1) > 1) logf_("concurrent %s", what);
     if (C.dwell_us > 0) usleep(C.dwell_us);
 }
@@ -73,8 +85,6 @@ static int in_bounds(const char* p, size_t n) {
 
 static int p_init(void) {
     enter("init");
-    void* self = dlopen(NULL, RTLD_NOW);  // the program's handle: the global scope only
-    if (self != NULL && dlsym(self, "hal_probe_marker") != NULL) logf_("global");
     int r = HAL_SUCCESS;
     if (strcmp(C.init, "fail") == 0) r = HAL_ERROR_OUT_OF_MEMORY;
     if (strcmp(C.init, "crash") == 0) {
@@ -82,10 +92,18 @@ static int p_init(void) {
         raise(SIGSEGV);
     }
     if (strcmp(C.init, "hang") == 0) sleep(3600);
+    if (C.init_ms > 0) usleep((useconds_t)C.init_ms * 1000);
     leave();
     return r;
 }
-static void p_shutdown(void) { enter("shutdown"); leave(); }
+static void p_shutdown(void) {
+    enter("shutdown");
+    int mem = 0;
+    for (int i = 0; i < MAXA; i++) mem += g_allocs[i].p != NULL;
+    logf_("left mem=%d streams=%d events=%d modules=%d", mem, g_live_streams, g_live_events,
+          g_live_modules);
+    leave();
+}
 static int p_device_count(void) { enter("device_count"); leave(); return C.devices; }
 static int p_device_info(int dev, hal_device_props* info) {
     enter("device_info");
@@ -151,12 +169,20 @@ static int p_module_load(int dev, const char* path, void** m) {
     (void)dev;
     enter("module_load");
     void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h) __sync_add_and_fetch(&g_live_modules, 1);
     leave();
     if (!h) return HAL_ERROR_NOT_FOUND;
     *m = h;
     return HAL_SUCCESS;
 }
-static int p_module_unload(int dev, void* m) { (void)dev; enter("module_unload"); dlclose(m); leave(); return HAL_SUCCESS; }
+static int p_module_unload(int dev, void* m) {
+    (void)dev;
+    enter("module_unload");
+    dlclose(m);
+    __sync_sub_and_fetch(&g_live_modules, 1);
+    leave();
+    return HAL_SUCCESS;
+}
 static int p_module_function(int dev, void* m, const char* name, void** f) {
     (void)dev;
     enter("module_function");
@@ -183,11 +209,11 @@ static int p_launch(int dev, void* fn, hal_dim3 g, hal_dim3 b, void** params, in
     return HAL_SUCCESS;
 }
 // Native streams: work runs at once (in order), but every call is logged.
-static int p_stream_create(int dev, void** s) { (void)dev; enter("stream_create"); *s = malloc(8); leave(); return HAL_SUCCESS; }
-static int p_stream_destroy(int dev, void* s) { (void)dev; enter("stream_destroy"); free(s); leave(); return HAL_SUCCESS; }
+static int p_stream_create(int dev, void** s) { (void)dev; enter("stream_create"); *s = malloc(8); __sync_add_and_fetch(&g_live_streams, 1); leave(); return HAL_SUCCESS; }
+static int p_stream_destroy(int dev, void* s) { (void)dev; enter("stream_destroy"); free(s); __sync_sub_and_fetch(&g_live_streams, 1); leave(); return HAL_SUCCESS; }
 static int p_stream_sync(int dev, void* s) { (void)dev, (void)s; enter("stream_synchronize"); leave(); return HAL_SUCCESS; }
-static int p_event_create(int dev, void** e) { (void)dev; enter("event_create"); *e = malloc(8); leave(); return HAL_SUCCESS; }
-static int p_event_destroy(int dev, void* e) { (void)dev; enter("event_destroy"); free(e); leave(); return HAL_SUCCESS; }
+static int p_event_create(int dev, void** e) { (void)dev; enter("event_create"); *e = malloc(8); __sync_add_and_fetch(&g_live_events, 1); leave(); return HAL_SUCCESS; }
+static int p_event_destroy(int dev, void* e) { (void)dev; enter("event_destroy"); free(e); __sync_sub_and_fetch(&g_live_events, 1); leave(); return HAL_SUCCESS; }
 static int p_event_record(int dev, void* e, void* s) { (void)dev, (void)e, (void)s; enter("event_record"); leave(); return HAL_SUCCESS; }
 static int p_event_query(int dev, void* e) { (void)dev, (void)e; enter("event_query"); leave(); return HAL_SUCCESS; }
 
@@ -258,6 +284,8 @@ static void read_config(void) {
         else if (!strcmp(k, "null")) snprintf(C.null, sizeof C.null, ",%s,", v);
         else if (!strcmp(k, "log")) snprintf(C.log, sizeof C.log, "%s", v);
         else if (!strcmp(k, "dwell_us")) C.dwell_us = atoi(v);
+        else if (!strcmp(k, "init_ms")) C.init_ms = atoi(v);
+        else if (!strcmp(k, "guard")) C.guard = atoi(v);
     }
     fclose(f);
 }
@@ -266,6 +294,44 @@ static size_t size_of_minor(int minor) {
     if (minor <= 0) return HAL_BACKEND_SIZE_MINOR0;
     if (minor == 1) return HAL_BACKEND_SIZE_MINOR1;
     return HAL_BACKEND_SIZE_MINOR2;
+}
+
+// guard=1: the table copied so that sizeof(hal_backend_ops) ends exactly at a page boundary; the
+// page after it (the slots of minors the core does not know) is PROT_NONE until read.
+static char* g_guard_page;
+static size_t g_page_size;
+static struct sigaction g_prev_segv;
+
+static void on_segv(int sig, siginfo_t* si, void* uc) {
+    (void)sig, (void)uc;
+    char* a = (char*)si->si_addr;
+    if (g_guard_page != NULL && a >= g_guard_page && a < g_guard_page + g_page_size) {
+        logf_("readpast %ld", (long)(a - g_guard_page) + (long)sizeof(hal_backend_ops));
+        mprotect(g_guard_page, g_page_size, PROT_READ | PROT_WRITE);  // the read goes on
+        return;
+    }
+    // Not ours: the previous handler (or the default action) gets the fault when it recurs.
+    sigaction(SIGSEGV, &g_prev_segv, NULL);
+}
+
+static const hal_backend_ops* guarded(void) {
+    if (g_guard_page == NULL) {
+        g_page_size = (size_t)sysconf(_SC_PAGESIZE);
+        char* m = mmap(NULL, 2 * g_page_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return &g_table.ops;
+        g_guard_page = m + g_page_size;
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(SIGSEGV, &sa, &g_prev_segv);
+    }
+    mprotect(g_guard_page, g_page_size, PROT_READ | PROT_WRITE);
+    char* t = g_guard_page - sizeof(hal_backend_ops);
+    memcpy(t, &g_table, sizeof g_table);
+    mprotect(g_guard_page, g_page_size, PROT_NONE);
+    return (const hal_backend_ops*)t;
 }
 
 HAL_BACKEND_EXPORT const hal_backend_ops* hal_backend_entry(uint32_t core_major, uint32_t core_minor) {
@@ -288,5 +354,5 @@ HAL_BACKEND_EXPORT const hal_backend_ops* hal_backend_entry(uint32_t core_major,
         void* fn = strstr(C.null, key) ? NULL : e->fn;
         memcpy((char*)&g_table + e->offset, &fn, sizeof fn);
     }
-    return &g_table.ops;
+    return C.guard && size > sizeof(hal_backend_ops) ? guarded() : &g_table.ops;
 }
