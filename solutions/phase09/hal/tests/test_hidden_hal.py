@@ -633,6 +633,7 @@ if STARTED:
     halpy.require_started(STARTED, "hal_cpu.c")
 assert hal.init() == 0, hal.last_error()
 ops = json.loads(OPS)
+SCRATCH = hal.ffi.new("char[]", 4096)
 live = {}      # symbol -> handle
 seen = []      # every handle handed out, in order
 dead = []
@@ -673,6 +674,10 @@ def step(op):
         res.append([st, None])
     elif name == "size":
         st, n = hal.mem_size(ref(op[1])); res.append([st, n if st == 0 else None])
+    elif name == "htod" and op[3] >= 1 << 32:  # a huge count: a real 4 KiB source, the raw call
+        res.append([hal._st(hal.lib.hal_memcpy_htod(ref(op[1]), op[2], SCRATCH, op[3]), "hal_memcpy_htod"), None])
+    elif name == "dtoh" and op[3] >= 1 << 32:
+        res.append([hal._st(hal.lib.hal_memcpy_dtoh(SCRATCH, ref(op[1]), op[2], op[3]), "hal_memcpy_dtoh"), None])
     elif name == "htod":
         data = bytes((op[4] + i * 7) % 256 for i in range(op[3]))
         res.append([hal.memcpy_htod(ref(op[1]), op[2], data), None])
@@ -825,30 +830,39 @@ def random_ops(r: random.Random, count: int, ndev: int) -> list[list[Any]]:
             h = pick("mem")
             size = sizes.get(h[1], 64) if h[0] == "sym" else 64
             style = r.random()
-            if style < 0.6:
+            if style < 0.55:
                 off = r.randint(0, size)
                 n = r.randint(0, size - off)
-            elif style < 0.7:
+            elif style < 0.65:
                 off = r.randint(0, size - 1)
                 n = r.randint(0, min(2, size - off))  # tiny copies: 0, 1, 2 bytes
-            elif style < 0.8:
+            elif style < 0.73:
                 off = r.randint(0, size)
                 n = size - off + r.randint(1, 16)
-            elif style < 0.9:
+            elif style < 0.8:
                 off, n = size, r.randint(0, 2)
-            else:
+            elif style < 0.88:
                 off, n = 2**64 - r.randint(1, 64), r.randint(1, 128)
+            elif (
+                style < 0.94
+            ):  # a byte count so large that offset + bytes wraps to within the buffer
+                off = r.randint(1, size)
+                n = 2**64 - off + r.randint(0, min(off - 1, size))
+            else:  # a huge byte count: near 2**64, or just past what size_t's half holds
+                off, n = r.randint(0, size), r.choice([2**64 - 1, 2**63 + r.randrange(size + 1)])
+            if n < 2**32:
+                n = min(n, 1 << 16)
             what = r.choice(["htod", "htod", "dtoh", "dtoh", "memset", "size"])
             if what == "size":
                 ops.append(["size", h])
             elif what == "memset":
                 ops.append(["memset", h, off, r.randrange(256), n])
             elif what == "htod":
-                ops.append(["htod", h, off, min(n, 1 << 16), r.randrange(256)])
+                ops.append(["htod", h, off, n, r.randrange(256)])
                 if r.random() < 0.5:  # read it back at once
-                    ops.append(["dtoh", h, off, min(n, 1 << 16)])
+                    ops.append(["dtoh", h, off, n])
             else:
-                ops.append(["dtoh", h, off, min(n, 1 << 16)])
+                ops.append(["dtoh", h, off, n])
         elif roll < 0.8:
             k += 1
             what = r.choice(["stream", "event"])
@@ -941,7 +955,8 @@ def check_sequence(
 
 @pytest.mark.kata_gate(
     "a random program of memory, stream and event calls (stale, zero and wrong-kind handles, "
-    "copies at and past the ends) gets a status or bytes the HAL's rules do not give"
+    "copies at and past the ends, byte counts that wrap offset + bytes) gets a status or bytes the "
+    "HAL's rules do not give"
 )
 def test_cpu_random_programs_against_the_model(
     hal: Any, built: Any, backends: Any, tmp_path: Path
@@ -1054,6 +1069,82 @@ def test_cpu_random_launches(hal: Any, built: Any, backends: Any) -> None:
             assert bytes.fromhex(g) == w, (
                 f"{c['kernel']} on grid {c['grid']} block {c['block']} with arguments {c['args']}: "
                 f"buffer {i} differs from the expected result"
+            )
+
+
+ARGS_SCRIPT = r"""
+import json, struct
+halpy.require_started(CPU, "hal_cpu.c")
+assert hal.init() == 0, hal.last_error()
+st, m = hal.module_load(0, KERNELS)
+st, f = hal.module_function(m, "iota3d")
+grid, block = (2, 1, 1), (3, 1, 1)
+st, o = hal.mem_alloc(0, 4 * 6)
+g = hal.ffi.new("hal_dim3*", grid)[0]
+b = hal.ffi.new("hal_dim3*", block)[0]
+# A buffer argument of a bad kind carries the address of host memory: a core that passes it on
+# as a value lets the kernel write there (seen, not a crash).
+host = hal.ffi.new("char[]", 24)
+res = []
+for args in json.loads(CASES):
+    hal.memcpy_htod(o, 0, b"\xee" * 24)
+    hal.ffi.memmove(host, b"\xee" * 24, 24)
+    arr = hal.ffi.new("hal_arg[]", len(args))
+    for i, (kind, size, value) in enumerate(args):
+        if value is None:
+            value = o if kind == 0 else int(hal.ffi.cast("uintptr_t", host))
+        arr[i].kind, arr[i].size, arr[i].value = kind, size, value
+    st = hal._st(hal.lib.hal_launch(f, g, b, arr, len(args), 0), "hal_launch")
+    res.append([st, hal.memcpy_dtoh(o, 0, 24)[1].hex() + hal.ffi.buffer(host, 24)[:].hex()])
+out["res"] = res
+"""
+
+
+@pytest.mark.kata_gate(
+    "hal_launch runs a kernel with an argument of a kind other than HAL_ARG_MEM and HAL_ARG_VALUE "
+    "or a value of a size other than 1, 2, 4 or 8 (random positions and sizes), or refuses good "
+    "arguments"
+)
+def test_cpu_launch_argument_kinds_and_sizes(hal: Any, built: Any, backends: Any) -> None:
+    r = random_for("arg-kinds")
+    cases: list[list[list[Any]]] = []
+    for _ in range(12):
+        scale, off = r.randrange(2**32), r.randrange(2**64)
+        args: list[list[Any]] = [[0, 8, None], [1, 4, scale], [1, 8, off]]  # iota3d(out, u32, u64)
+        if r.random() < 0.3:
+            cases.append(args)  # good: the kernel runs
+            continue
+        i = r.randrange(3)
+        if i > 0 and r.random() < 0.6:  # a value of an odd size
+            args[i][1] = r.choice([0, 3, 5, 6, 7, 9, 12, 16, 2**31, 2**32 - 1])
+        else:  # a kind that is neither MEM nor VALUE
+            args[i][0] = r.choice([2, 3, 7, 100, 2**31, 2**32 - 1])
+        cases.append(args)
+    cases.append([[0, 8, None], [1, 4, 3], [1, 8, 5]])  # always one good launch
+    d = backends({"libhal_cpu.so": (built.cpu, None)})
+    out = hal(
+        f"CPU = {str(built.cpu)!r}\nKERNELS = {str(built.kernels)!r}\n"
+        f"CASES = {json.dumps(json.dumps(cases))}\n" + ARGS_SCRIPT,
+        [d],
+    )
+    for args, (st, got) in zip(cases, out["res"], strict=True):
+        shown = [("MEM" if k == 0 else "VALUE" if k == 1 else f"kind {k}", sz) for k, sz, _ in args]
+        good = all(k == 0 for k, _, _ in args[:1]) and all(
+            k == 1 and sz in (1, 2, 4, 8) for k, sz, _ in args[1:]
+        )
+        if good:
+            want = struct.pack("<6I", *[(i * args[1][2] + args[2][2]) % 2**32 for i in range(6)])
+            assert st == 0 and bytes.fromhex(got) == want + b"\xee" * 24, (
+                f"hal_launch(iota3d, (kind, size) {shown}): SUCCESS and the kernel's result, got "
+                f"{NAME.get(st, st)}"
+            )
+        else:
+            assert st == S["INVALID_VALUE"], (
+                f"hal_launch(iota3d, (kind, size) {shown}): an argument of another kind or a value "
+                f"of a size other than 1, 2, 4, 8 is HAL_ERROR_INVALID_VALUE, got {NAME.get(st, st)}"
+            )
+            assert got == "ee" * 48, (
+                f"hal_launch(iota3d, (kind, size) {shown}) was refused, yet the kernel ran"
             )
 
 
