@@ -162,14 +162,16 @@ def watch_calls(*targets: Any, processes: bool = True, allow: tuple[Any, ...] = 
             schedule.pipelined_time(1.0, 2.0, 3.0, 4)
         assert not log, f"pipelined_time called {log}: derive the formula"
 
-    A call is recorded by the code it runs (its file or its module's name), however the callee
-    was reached: an import, ``sys.modules[...]``, an attribute walk or a reference held from
+    A call is recorded by the code it runs (its file or its module's name; a prefix's files
+    too, so its code run as a module of another name counts), however the callee was reached: an import, ``sys.modules[...]``, an attribute walk or a reference held from
     earlier are the same call. It is seen in every thread: this one, and threads started while
     the watch is on (``threading.Thread``, an executor's workers; on Python 3.12+ threads
     already running too). `allow` names modules (or name prefixes) whose own calls into the
     targets are fine, e.g. a given toolchain wrapper built on the oracle's package: a call is
     then recorded only when its caller is neither a target nor allowed (nested calls inside
-    the targets are the target's business)."""
+    the targets are the target's business). With `processes`, a child process reaped or still
+    alive at the end that was not there at the start is recorded too, however it was started
+    (ctypes' or cffi's system(), fork())."""
     import contextlib
     import sys
     import threading
@@ -177,13 +179,20 @@ def watch_calls(*targets: Any, processes: bool = True, allow: tuple[Any, ...] = 
 
     files = {t.__file__ for t in targets if isinstance(t, types.ModuleType)}
     prefixes = tuple(t for t in targets if isinstance(t, str))
+    # A prefix's files too: its code run as a module of another name is the same code.
+    places = tuple(p for t in prefixes for p in _module_places(t))
     allowed_files = {t.__file__ for t in allow if isinstance(t, types.ModuleType)}
     allowed_prefixes = tuple(t for t in allow if isinstance(t, str))
     log = CallLog(tuple(getattr(t, "__name__", t) for t in targets))
 
     def is_target(frame: Any) -> bool:
         module = frame.f_globals.get("__name__", "") or ""
-        return frame.f_code.co_filename in files or bool(prefixes and module.startswith(prefixes))
+        file = frame.f_code.co_filename
+        return (
+            file in files
+            or bool(prefixes and module.startswith(prefixes))
+            or bool(places and file.startswith(places))
+        )
 
     def is_allowed(frame: Any) -> bool:
         if frame is None:
@@ -212,6 +221,7 @@ def watch_calls(*targets: Any, processes: bool = True, allow: tuple[Any, ...] = 
 
     @contextlib.contextmanager
     def watching() -> Any:
+        before = _children() if processes else None
         previous = sys.getprofile()
         previous_threads = threading.getprofile() if hasattr(threading, "getprofile") else None
         every = getattr(threading, "setprofile_all_threads", None)  # Python 3.12+
@@ -229,8 +239,50 @@ def watch_calls(*targets: Any, processes: bool = True, allow: tuple[Any, ...] = 
                 every(previous)
             else:
                 sys.setprofile(previous)
+            if before is not None and _children() != before:
+                # A program started by a route the profile does not see (ctypes' or cffi's
+                # system(), fork()): a child process was reaped or is still there.
+                log.calls.append("a child process (another program)")
 
     return watching()
+
+
+def _module_places(name: str) -> list[str]:
+    """The files of module or package `name`: its directory (with a trailing /) or its file."""
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError, AttributeError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [os.path.join(str(d), "") for d in spec.submodule_search_locations]
+    return [spec.origin] if spec.origin else []
+
+
+def _children() -> tuple[int, frozenset[str]]:
+    """Page faults of the reaped child processes, and the pids of the living ones (Linux)."""
+    import os
+
+    faults = 0
+    try:
+        import resource
+
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        faults = r.ru_minflt + r.ru_majflt
+    except ImportError:  # Windows
+        pass
+    living: set[str] = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                living.update(f.read().split())
+    except OSError:
+        pass
+    return faults, frozenset(living)
 
 
 def fresh_module(module: Any) -> Any:

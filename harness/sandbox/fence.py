@@ -21,9 +21,14 @@ in this process (:func:`register`, called by the loader), so a learner module th
 itself is still known by its file. Given modules and tests import freely: a given module may
 wrap an oracle on purpose (nvcc-pipeline's ``toolchain.py`` runs the real tools).
 
-Not covered, by design of a fence and not a wall (docs/integrity.md): code compiled at run time
-under another file name with other globals, ``sys.modules`` lookups and attribute walks from an
-allowed module, and importlib's private entry points. Gates that watch calls
+Learner code may not read the grader's files either (the audit hook): `solutions/`, the
+harness's own files, the repositories' ``.kata/`` (results, the build cache) and the katas' given
+Python modules, so a copy of the grader's calculator or a given simulator cannot be compiled
+under another name. Harness code reading them on the learner's behalf (a build in the cache) and
+the import system loading a module from its own file are fine.
+
+Not covered, by design of a fence and not a wall (docs/integrity.md): ``sys.modules`` lookups
+and attribute walks from an allowed module, and importlib's private entry points. Gates that watch calls
 (``harness.testing.watch_calls``) catch a submission that reaches an oracle anyway.
 """
 
@@ -102,6 +107,11 @@ _original: dict[str, Any] = {}
 # the `solutions/` trees of the repositories whose katas are loaded, and where patched
 # implementations are materialised (harness.patches): resolved, with a trailing /
 _SOLUTION_ROOTS: set[str] = set()
+# What learner code may not read either (it may import what it is allowed to): the harness's own
+# files, the repositories' .kata/ (results, the build cache), and the katas' given Python modules.
+# Resolved, with a trailing / for directories.
+_GRADER_ROOTS: set[str] = {os.path.realpath(Path(__file__).parent.parent) + os.sep}
+_GIVEN_SOURCES: set[str] = set()
 
 
 def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
@@ -121,6 +131,10 @@ def register(package: str, kata: str, dirs: list[Path], files: tuple[str, ...],
             if top in parts:
                 root = Path(*parts[: parts.index(top)], "solutions")
                 _SOLUTION_ROOTS.add(os.path.realpath(root) + os.sep)
+                _GRADER_ROOTS.add(os.path.realpath(root.parent / ".kata") + os.sep)
+        for rel in given or ():
+            if rel.endswith(".py") and (d / rel).is_file():
+                _GIVEN_SOURCES.add(os.path.realpath(d / rel))
     seen: set[str] = set()
     for d in dirs:  # search-path order: a file shadowed by an earlier directory is not loaded
         for path in sorted(d.rglob("*.py")) if d.is_dir() else ():
@@ -237,7 +251,8 @@ def _learner(frame: Any, globals: Any) -> KataFiles | None:
 def _audit_open(event: str, args: tuple[Any, ...]) -> None:
     """Refuse learner code's opening of files under `solutions/` that its implementation does not
     load: the reference's copy of a file it replaces, another shortcut, the hidden tests. Reading
-    the reference from disk and running it is the import of `solutions` by another spelling."""
+    the reference from disk and running it is the import of `solutions` by another spelling.
+    Likewise the grader's files (:func:`_grader_file`), read by learner code itself."""
     if event != "open" or not _SOLUTION_ROOTS:
         return
     path = args[0] if args else None
@@ -248,6 +263,14 @@ def _audit_open(event: str, args: tuple[Any, ...]) -> None:
     except (TypeError, ValueError):
         return
     if not any(real.startswith(root) for root in _SOLUTION_ROOTS):
+        what = _grader_file(real)
+        if what is not None:
+            kata = _reader(sys._getframe(1))
+            if kata is not None:
+                raise PermissionError(
+                    f"learner code may not read {real}: {what}; import what the kata gives "
+                    "(docs/kata-layout.md, 'What learner code may import')"
+                )
         return
     frame = sys._getframe(1)
     while frame is not None:
@@ -261,6 +284,75 @@ def _audit_open(event: str, args: tuple[Any, ...]) -> None:
                 )
             return
         frame = frame.f_back
+
+
+def _grader_file(real: str) -> str | None:
+    """What `real` (resolved) is when learner code may not read it, else None."""
+    if real in _GIVEN_SOURCES:
+        return "it is a given module of the kata (import it; its source is not yours to run)"
+    roots = set(_GRADER_ROOTS)
+    env = os.environ.get("KATA_BUILD_CACHE")
+    if env:
+        roots.add(os.path.realpath(env) + os.sep)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    roots.add(os.path.realpath(os.path.join(cache, "gpu-katas")) + os.sep)
+    if any(real.startswith(root) for root in roots):
+        return "it belongs to the grader (the harness's files, results and build cache)"
+    return None
+
+
+def _library_paths() -> tuple[str, ...]:
+    if "library" not in _original:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        _original["library"] = tuple(
+            os.path.realpath(paths[k]) + os.sep
+            for k in ("stdlib", "platstdlib", "purelib", "platlib")
+            if k in paths
+        )
+    return _original["library"]  # type: ignore[no-any-return]
+
+
+def _reader(frame: Any) -> KataFiles | None:
+    """The kata whose learner code reads a file that `frame` opens, or None. The nearest frame
+    outside the standard library and installed packages decides: genuine module code that is
+    not learner code (the harness, a given module, a test) reads for itself; learner code, or
+    code compiled at run time with learner code further up, reads for the learner. The import
+    system compiling a module under its own file name (get_code) is fine: an import is fenced
+    by the import hooks, and code from that file runs under its true name."""
+    libraries = _library_paths()
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if file.startswith("<frozen importlib") and frame.f_code.co_name == "get_code":
+            return None
+        if not (file.startswith("<frozen") or os.path.realpath(file).startswith(libraries)):
+            break
+        frame = frame.f_back
+    if frame is None:
+        return None
+    kata = _learner(frame, None)
+    if kata is not None or _genuine(frame):
+        return kata
+    while frame is not None:  # code compiled at run time: who runs it
+        kata = _learner(frame, None)
+        if kata is not None:
+            return kata
+        frame = frame.f_back
+    return None
+
+
+def _genuine(frame: Any) -> bool:
+    """Whether `frame` runs the code of a loaded module from its own file, in its own globals."""
+    name = frame.f_globals.get("__name__")
+    module = sys.modules.get(name) if isinstance(name, str) else None
+    file = getattr(module, "__file__", None)
+    return (
+        module is not None
+        and module.__dict__ is frame.f_globals
+        and isinstance(file, str)
+        and os.path.realpath(file) == os.path.realpath(frame.f_code.co_filename)
+    )
 
 
 def _loads(kata: KataFiles, path: Path) -> bool:

@@ -229,3 +229,51 @@ def test_a_shortcut_still_loads_the_reference_files_it_does_not_replace(repo: Ka
     write_shortcut(repo, "s", {"calc.py": "from .other import add\n"})
     result = repo.pytester.runpytest("katas", "--kata-impl=shortcut:s")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+
+
+READ_GRADER = """\
+import sys, types
+from pathlib import Path
+
+path = {path}
+source = Path(path).read_text()
+scratch = types.ModuleType("scratch")
+exec(compile(source, "scratch.py", "exec"), scratch.__dict__)
+"""
+
+
+@pytest.mark.parametrize(
+    "path, what",
+    [
+        ("Path(sys.modules['harness'].__file__).parent / 'cuda/static/calculator.py'",
+         "it belongs to the grader"),
+        ("Path(__file__).parent / 'sim.py'", "it is a given module of the kata"),
+        ("next(p for p in Path(__file__).resolve().parents if (p / 'katas').is_dir())"
+         " / '.kata/last-run.json'", "it belongs to the grader"),
+    ],
+)  # fmt: skip
+def test_reading_the_graders_or_a_given_modules_source_is_refused(
+    repo: KataRepo, path: str, what: str
+) -> None:
+    """A copy of the grader's calculator or of a given simulator, compiled under another name,
+    is the same oracle that the fence and watch_calls know by its file and module name."""
+    repo.write("katas/phase01/demo/sim.py", "BASE = 0\n")
+    repo.write("solutions/phase01/demo/sim.py", "BASE = 0\n")
+    repo.write(".kata/last-run.json", "{}")
+    code = READ_GRADER.format(path=path) + OK_BODY
+    record = run_learner(repo, code, manifest=GIVEN_MANIFEST)
+    assert record["outcome"] != "passed", record
+    assert "PermissionError: learner code may not read" in record["message"], record
+    assert what in record["message"], record
+
+
+def test_importing_and_reloading_a_given_module_still_work(repo: KataRepo) -> None:
+    """The import system reads the given module for learner code: that is not the learner's read."""
+    repo.write("katas/phase01/demo/sim.py", "BASE = 0\n")
+    repo.write("solutions/phase01/demo/sim.py", "BASE = 0\n")
+    code = (
+        "from .sim import BASE\nimport importlib\n"
+        "importlib.reload(importlib.import_module(__package__ + '.sim'))\n"
+    )
+    record = run_learner(repo, code + OK_BODY, manifest=GIVEN_MANIFEST)
+    assert record["outcome"] == "passed", record["message"]

@@ -117,3 +117,35 @@ def test_allowed_callers_may_call_the_targets(tmp_path) -> None:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("wrapperpkg_given", None)
+
+
+def test_a_prefix_target_loaded_again_under_another_name_is_recorded() -> None:
+    """The grader's calculator loaded from its file as module `scratch` is the same code."""
+    import importlib.util
+
+    import harness.cuda.static.calculator as calc
+
+    spec = importlib.util.spec_from_file_location("scratch_calc", calc.__file__)
+    assert spec is not None and spec.loader is not None
+    scratch = importlib.util.module_from_spec(spec)
+    sys.modules["scratch_calc"] = scratch
+    try:
+        spec.loader.exec_module(scratch)
+        with watch_calls("harness.cuda") as log:
+            scratch.occupancy("sm_80", 128, 32, 0)
+    finally:
+        del sys.modules["scratch_calc"]
+    assert "scratch_calc.occupancy" in log.calls
+
+
+def test_a_program_started_through_ctypes_is_recorded() -> None:
+    """libc's system() through ctypes is no call the profile sees: its child process is."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    with watch_calls() as log:
+        assert libc.system(b"true") == 0
+    assert "a child process (another program)" in log.calls
+    with watch_calls() as quiet:
+        sorted([2, 1])
+    assert not quiet

@@ -90,13 +90,14 @@ ORACLES = ("harness.cuda", "harness.native", "harness.toolchain")
 
 
 @pytest.mark.kata_gate(
-    "block_limits' or occupancy's answers come from calls into the grader's occupancy "
-    "calculator (harness.cuda.static), not from the four limits computed in occupancy.py"
+    "block_limits or occupancy call into the grader's occupancy calculator (harness.cuda.static) "
+    "on random launches"
 )
 def test_calculator_computes_the_limits_itself(occ, kata_random):
     """Catches: block_limits/occupancy returning harness.cuda.static.occupancy's answer (right
     numbers, nothing learned); the module is loaded again under the watch, so a table computed
-    with the harness when it loads is seen too. Shapes drawn fresh each run."""
+    with the harness when it loads is seen too. Only the calls count here: a wrong answer is
+    the other tests' business. Shapes drawn fresh each run."""
     shapes = [("sm_80", 128, 37, 0), ("sm_90", 256, 22, 57472), ("sm_75", 64, 0, 0)] + [
         (kata_random.choice(ARCHS), kata_random.randint(1, 1024), kata_random.randint(0, 255),
          kata_random.choice([0, kata_random.randint(0, 100 * KIB)]))
@@ -104,19 +105,132 @@ def test_calculator_computes_the_limits_itself(occ, kata_random):
     ]  # fmt: skip
     with watch_calls(*ORACLES) as log:
         mine = fresh_module(occ)
-        got = [mine.block_limits(*shape) for shape in shapes]
-        [mine.occupancy(*shape) for shape in shapes]
+        for shape in shapes:
+            mine.block_limits(*shape)
+            mine.occupancy(*shape)
     assert not log, f"block_limits/occupancy called {log} (on shapes such as {shapes[0]})"
-    for shape, g in zip(shapes, got, strict=True):
-        want = _truth(*shape)[1]
-        assert dict(g) == want, f"block_limits{shape} = {dict(g)}, expected {want}"
+
+
+def rules(lim, threads, regs, smem):
+    """The four limits by the rules of README.md, from the fields of `lim` (a specs.Limits)."""
+    up = lambda x, unit: -(-x // unit) * unit  # noqa: E731
+    warps = -(-threads // lim.warp_size)
+    per_warp = up(regs * lim.warp_size, lim.register_allocation_unit)
+    if regs > lim.max_registers_per_thread:
+        by_regs = 0
+    elif per_warp == 0:
+        by_regs = None
+    else:
+        quarter = lim.registers_per_sm // lim.sub_partitions // per_warp
+        by_regs = quarter * lim.sub_partitions // warps
+    total = up(smem + lim.reserved_shared_per_block, lim.shared_allocation_unit)
+    if total > lim.max_shared_per_block + lim.reserved_shared_per_block:
+        by_smem = 0
+    elif total == 0:
+        by_smem = None
+    else:
+        by_smem = lim.shared_per_sm // total
+    return {
+        "warps": 0 if threads > lim.max_threads_per_block else lim.max_warps_per_sm // warps,
+        "blocks": lim.max_blocks_per_sm,
+        "registers": by_regs,
+        "shared_memory": by_smem,
+    }
+
+
+def made_up(specs, arch, rng):
+    """Limits no GPU has, under a real arch's name: other caps, units, register file split."""
+    shared = int(rng.integers(24, 257)) * KIB
+    reserved = int(rng.choice([0, 512, KIB, 2 * KIB]))
+    return specs.Limits(
+        arch,
+        max_warps_per_sm=int(rng.choice([16, 24, 32, 40, 48, 64])),
+        max_blocks_per_sm=int(rng.choice([8, 12, 16, 24, 32])),
+        shared_per_sm=shared,
+        max_shared_per_block=shared - reserved - int(rng.choice([0, KIB, 4 * KIB])),
+        shared_allocation_unit=int(rng.choice([64, 128, 256, 512])),
+        reserved_shared_per_block=reserved,
+        registers_per_sm=int(rng.choice([32, 64, 128])) * KIB,
+        max_registers_per_thread=int(rng.choice([127, 255])),
+        register_allocation_unit=int(rng.choice([128, 256, 512])),
+        sub_partitions=int(rng.choice([2, 3, 4])),
+        max_threads_per_block=int(rng.choice([512, 768, 1024])),
+    )
+
+
+def sampled(occ, specs, monkeypatch, rng, resource):
+    """`resource`'s limit on 400 random launches: 4 architectures of specs.py, 4 made up (the
+    calculator is loaded again with them in place). The first disagreement, or None."""
+    archs = [str(a) for a in rng.choice(ARCHS, size=4, replace=False)]
+    for arch in archs:
+        monkeypatch.setitem(specs.SPECS, arch + "x", made_up(specs, arch + "x", rng))
+    for arch in archs:  # a real name with made-up limits too: a table by name is no help
+        monkeypatch.setitem(specs.SPECS, arch, made_up(specs, arch, rng))
+    mine = fresh_module(occ)
+    for arch in [*ARCHS, *(a + "x" for a in archs)]:
+        lim = specs.limits(arch)
+        for _ in range(50):
+            threads = int(rng.integers(1, 1100))
+            regs = int(rng.integers(0, 270))
+            smem = int(rng.choice([0, rng.integers(0, lim.shared_per_sm + 4 * KIB)]))
+            want = rules(lim, threads, regs, smem)[resource]
+            got = mine.block_limits(arch, threads, regs, smem)[resource]
+            if got != want:
+                return f"block_limits{(arch, threads, regs, smem)}[{resource!r}] = {got}, expected {want} for {lim}"
+    return None
+
+
+@pytest.mark.kata_gate(
+    "block_limits' warp limit is wrong on random launches (architectures of specs.py and "
+    "made-up ones)"
+)
+def test_calculator_warp_limit_on_random_launches(occ, specs, monkeypatch, kata_rng):
+    """Catches: a partial warp not taking a whole slot, no 0 above max_threads_per_block."""
+    wrong = sampled(occ, specs, monkeypatch, kata_rng, "warps")
+    assert wrong is None, wrong
+
+
+@pytest.mark.kata_gate(
+    "block_limits' register limit is wrong on random launches (architectures of specs.py and "
+    "made-up ones)"
+)
+def test_calculator_register_limit_on_random_launches(occ, specs, monkeypatch, kata_rng):
+    """Catches: no per-warp allocation unit, no whole warps per sub-partition (registers_per_sm
+    // per warp instead), no 0 above max_registers_per_thread."""
+    wrong = sampled(occ, specs, monkeypatch, kata_rng, "registers")
+    assert wrong is None, wrong
+
+
+@pytest.mark.kata_gate(
+    "block_limits' shared-memory limit is wrong on random launches (architectures of specs.py "
+    "and made-up ones)"
+)
+def test_calculator_shared_memory_limit_on_random_launches(occ, specs, monkeypatch, kata_rng):
+    """Catches: no rounding to shared_allocation_unit, no per-block reservation, no 0 above
+    max_shared_per_block."""
+    wrong = sampled(occ, specs, monkeypatch, kata_rng, "shared_memory")
+    assert wrong is None, wrong
+
+
+@pytest.mark.kata_gate(
+    "block_limits follows other limits than specs.py's on a made-up architecture (the block cap)"
+)
+def test_calculator_block_cap_on_random_launches(occ, specs, monkeypatch, kata_rng):
+    """Catches: the limits of the real GPUs (a copy of some calculator) instead of specs.py's."""
+    wrong = sampled(occ, specs, monkeypatch, kata_rng, "blocks")
+    assert wrong is None, wrong
 
 
 # --------------------------------------------------------------------------- predict
+@pytest.mark.kata_gate(
+    "launches() names other limiting resources than every resource whose limit equals the "
+    "active blocks, for a launch of launches.py"
+)
 def test_predict_limiters(kata, ptxas):
     """Catches: the right occupancy for the wrong reason -- e.g. calling heavy-t4-256 (58
     registers, 4 blocks) warp-limited only, when the register file runs out at the same
-    point, or blaming registers for a shared-memory-bound block_sum launch."""
+    point (naming only the first limiter), or blaming registers for a shared-memory-bound
+    block_sum launch."""
     predicted = kata.module("predictions").launches()
     wrong = []
     for name, launch in kata.module("launches").LAUNCHES.items():
@@ -150,15 +264,16 @@ def test_predict_without_running_ptxas(kata):
 
 
 # --------------------------------------------------------------------------- tune
-def _brute_force(specs, device, regs, static_smem, dynamic, limit):
-    """cudaOccMaxPotentialOccupancyBlockSize's search, on the harness's calculator."""
+def _brute_force(specs, device, regs, static_smem, dynamic, limit, calculator=None):
+    """cudaOccMaxPotentialOccupancyBlockSize's search, on `calculator` (the harness's)."""
+    calculator = calculator or static.occupancy
     dev = specs.DEVICES[device]
     limit = min(limit, 1024)
     best = (0, 0, 0)  # threads, block, blocks
     for aligned in range(-(-limit // 32) * 32, 0, -32):
         block = min(limit, aligned)
         dyn = dynamic(block) if callable(dynamic) else dynamic
-        blocks = static.occupancy(dev.arch, block, regs, static_smem + dyn).active_blocks_per_sm
+        blocks = calculator(dev.arch, block, regs, static_smem + dyn).active_blocks_per_sm
         if block * blocks > best[0]:
             best = (block * blocks, block, blocks)
     return best[2] * dev.sms, best[1]
@@ -177,6 +292,10 @@ class PerThread:
         return f"PerThread({self.base}, {self.per_thread})"
 
 
+@pytest.mark.kata_gate(
+    "max_potential_block_size's (min grid, block) differs from a search of every candidate "
+    "block size with your own calculator, on random kernels"
+)
 @SETTINGS
 @given(
     device=st.sampled_from(["T4", "A100", "A10", "L4", "H200"]),
@@ -188,11 +307,12 @@ class PerThread:
     ),
     limit=st.one_of(st.just(1024), st.integers(1, 1024)),
 )
-def test_tune_against_brute_force(tune, specs, device, regs, static_smem, dynamic, limit):
+def test_tune_against_brute_force(tune, occ, specs, device, regs, static_smem, dynamic, limit):
     """Catches: picking the block with the most blocks per SM (not resident threads); breaking
     ties toward the smaller block; evaluating a block-size-dependent dynamic shared memory
-    once instead of per candidate; rounding a block_size_limit like 100 down to 96."""
-    want = _brute_force(specs, device, regs, static_smem, dynamic, limit)
+    once instead of per candidate; rounding a block_size_limit like 100 down to 96. The search
+    runs on the learner's calculator, so that a calculator mistake is the calculator's task."""
+    want = _brute_force(specs, device, regs, static_smem, dynamic, limit, occ.occupancy)
     got = tune.max_potential_block_size(device, regs, static_smem, dynamic, limit)
     assert tuple(got) == want, (
         f"max_potential_block_size({device!r}, {regs}, {static_smem}, {dynamic!r}, {limit}) = "
@@ -202,24 +322,22 @@ def test_tune_against_brute_force(tune, specs, device, regs, static_smem, dynami
 
 
 @pytest.mark.kata_gate(
-    "max_potential_block_size's answers come from calls into the grader's occupancy "
-    "calculator (harness.cuda.static), not from the calculator in occupancy.py"
+    "max_potential_block_size calls into the grader's occupancy calculator "
+    "(harness.cuda.static) on random kernels"
 )
 def test_tune_uses_your_own_calculator(tune, specs, kata_random):
     """Catches: max_potential_block_size importing harness.cuda.static.occupancy (right answers
     even where your calculator is wrong: the search is the task, the calculator is yours).
-    Kernels drawn fresh each run."""
+    Only the calls count here. Kernels drawn fresh each run."""
     cases = [("H200", 56)] + [
         (kata_random.choice(["T4", "A100", "A10", "L4", "H200"]), kata_random.randint(1, 255))
         for _ in range(4)
     ]
     with watch_calls(*ORACLES) as log:
         mine = fresh_module(tune)
-        got = [tuple(mine.max_potential_block_size(device, regs)) for device, regs in cases]
+        for device, regs in cases:
+            mine.max_potential_block_size(device, regs)
     assert not log, f"tune.py called {log}"
-    for (device, regs), g in zip(cases, got, strict=True):
-        want = _brute_force(specs, device, regs, 0, 0, 1024)
-        assert g == want, f"max_potential_block_size({device!r}, {regs}) = {g}, expected {want}"
 
 
 # NVIDIA's own search, compiled from cuda_occupancy.h (a host-only header) with g++.
