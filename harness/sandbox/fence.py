@@ -268,8 +268,8 @@ def _audit_open(event: str, args: tuple[Any, ...]) -> None:
             kata = _reader(sys._getframe(1))
             if kata is not None:
                 raise PermissionError(
-                    f"learner code may not read {real}: {what}; import what the kata gives "
-                    "(docs/kata-layout.md, 'What learner code may import')"
+                    f"learner code may not read {real}: {what} (docs/kata-layout.md, 'What "
+                    "learner code may import')"
                 )
         return
     frame = sys._getframe(1)
@@ -289,7 +289,7 @@ def _audit_open(event: str, args: tuple[Any, ...]) -> None:
 def _grader_file(real: str) -> str | None:
     """What `real` (resolved) is when learner code may not read it, else None."""
     if real in _GIVEN_SOURCES:
-        return "it is a given module of the kata (import it; its source is not yours to run)"
+        return "it is a given module of the kata: import it, its source is not yours to compile"
     roots = set(_GRADER_ROOTS)
     env = os.environ.get("KATA_BUILD_CACHE")
     if env:

@@ -71,8 +71,7 @@ stage = st.floats(0.01, 10.0)
 
 
 @pytest.mark.kata_gate(
-    "pipelined_time disagrees with timeline.py's makespan on random unbalanced stages: after "
-    "the first chunk, the slowest stage (not the mean of the three) sets the pace"
+    "pipelined_time disagrees with timeline.py's makespan on random unbalanced stages"
 )
 @SETTINGS
 @given(a=stage, b=stage, c=stage, n_chunks=st.integers(1, 24))
@@ -98,13 +97,16 @@ def test_model_unbalanced_stages(schedule, timeline, a, b, c, n_chunks):
 
 
 @pytest.mark.kata_gate(
-    "pipelined_time's answer comes from calls into timeline.py (the simulator it is checked "
-    "against), not from a formula of the three stage times"
+    "pipelined_time calls into timeline.py (the simulator it is checked against)"
 )
-def test_model_derived_not_simulated(schedule, timeline, kata_rng):
-    """The model task is the formula; timeline.simulate is what it is checked against. Catches:
-    building a plan inside pipelined_time and returning the simulator's makespan. Stages drawn
-    fresh each run."""
+def test_model_does_not_call_the_simulator(schedule, timeline, kata_rng):
+    """The model task is the makespan on the model; timeline.simulate is what it is checked
+    against. Catches: building a plan inside pipelined_time and returning the simulator's
+    makespan (a copy of timeline.py's source compiled under another name is refused by the
+    fence). Only the calls count here: a wrong answer is the unbalanced-stages test's. A loop
+    of its own over the three engines is accepted: it is the model, which the learner had to
+    understand to write it (red team rt12-own-simulator); the README gives the closed form.
+    Stages drawn fresh each run."""
     cases = [(1.0, 2.0, 3.0, 4), (0.5, 0.25, 4.0, 1)] + [
         (
             *(round(float(x), 3) for x in kata_rng.uniform(0.05, 8.0, 3)),
@@ -113,8 +115,6 @@ def test_model_derived_not_simulated(schedule, timeline, kata_rng):
         for _ in range(6)
     ]
     with watch_calls(timeline) as log:
-        got = [schedule.pipelined_time(a, b, c, n) for a, b, c, n in cases]
-    assert not log, f"pipelined_time called {log} on stages {cases[0]}: derive the formula"
-    want = [(a + b + c) / n + (n - 1) * max(a, b, c) / n for a, b, c, n in cases]
-    for case, g, w in zip(cases, got, want, strict=True):
-        assert g == pytest.approx(w), f"pipelined_time{case} = {g}, expected {w}"
+        for a, b, c, n in cases:
+            schedule.pipelined_time(a, b, c, n)
+    assert not log, f"pipelined_time called {log} on stages {cases[0]}"
