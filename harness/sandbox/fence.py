@@ -110,7 +110,8 @@ _SOLUTION_ROOTS: set[str] = set()
 # What learner code may not read either (it may import what it is allowed to): the harness's own
 # files, the repositories' .kata/ (results, the build cache), and the katas' given Python modules.
 # Resolved, with a trailing / for directories.
-_GRADER_ROOTS: set[str] = {os.path.realpath(Path(__file__).parent.parent) + os.sep}
+_HARNESS_ROOT = os.path.realpath(Path(__file__).parent.parent) + os.sep
+_GRADER_ROOTS: set[str] = {_HARNESS_ROOT}
 _GIVEN_SOURCES: set[str] = set()
 
 
@@ -322,11 +323,16 @@ def _reader(frame: Any) -> KataFiles | None:
     system compiling a module under its own file name (get_code) is fine: an import is fenced
     by the import hooks, and code from that file runs under its true name."""
     libraries = _library_paths()
+    harness = _HARNESS_ROOT
     while frame is not None:
         file = frame.f_code.co_filename
         if file.startswith("<frozen importlib") and frame.f_code.co_name == "get_code":
             return None
-        if not (file.startswith("<frozen") or os.path.realpath(file).startswith(libraries)):
+        real = os.path.realpath(file)
+        # The harness is no library even where it is installed in site-packages.
+        if real.startswith(harness) or not (
+            file.startswith("<frozen") or real.startswith(libraries)
+        ):
             break
         frame = frame.f_back
     if frame is None:
