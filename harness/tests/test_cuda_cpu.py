@@ -554,3 +554,21 @@ def test_shared_memory_starts_each_block_with_garbage() -> None:
     np.testing.assert_array_equal(per_block[:, 0, 0], 1.0)
     np.testing.assert_array_equal(per_block[:, 1, 0], 2.0)
     assert np.isnan(per_block[:, :, 1:]).all(), per_block
+
+
+@needs_traced
+@pytest.mark.skipif(find_tool("nm") is None, reason="needs nm (binutils)")
+def test_library_code_a_kernel_calls_is_refused() -> None:
+    """write() reads the memory it is given in the kernel's place, where no trace sees it: a
+    kernel library that imports anything but the runtime, libm, printf and the compiler's
+    helpers does not build (however the call is spelled)."""
+    source = textwrap.dedent(
+        """
+        #include <unistd.h>
+        __global__ void leak(const float* x, float* y) {
+            y[threadIdx.x] = (float)::write(-1, &x[threadIdx.x], 0) + sqrtf(x[0]);
+        }
+        """
+    )
+    with pytest.raises(hc.CudaCompileError, match=r"leak\.cu: the kernels call `write`"):
+        hc.SourceModule(source, name="leak.cu")

@@ -105,6 +105,7 @@ def build_kernels(
             log=e.log,
             command=e.command,
         ) from None
+    check_imports(built.path, name)
     rt = runtime()
     err = rt.ffi.new("char[1024]")
     handle = rt.lib.kata_open(str(built.path).encode(), err, 1024)
@@ -181,6 +182,70 @@ def _untraceable(path: str, tool: str, flags: tuple[str, ...]) -> tuple[str, int
                 return file, line, hit.group(0)
         line += 1
     return None
+
+
+# What a kernel library may import: the runtime (kata_*, the thread indices, the trace
+# callbacks), libm, printf, the compiler's own helpers and the memset/memcpy it emits for
+# local copies (a learner's own memcpy is refused in the source above). Anything else is
+# library code that reads or writes memory where traces cannot see it (read, write, dlsym, ...).
+_MATH = re.compile(
+    r"(?:a?sinh?|a?cosh?|a?tanh?|atan2|sincos|exp(?:2|10|m1)?|log(?:2|10|1p|b)?|r?sqrt|cbrt|pow|"
+    r"fabs|fmod|remainder|remquo|floor|ceil|trunc|l?l?round|l?l?rint|nearbyint|fmin|fmax|fdim|"
+    r"fma|hypot|erfc?|erfc?inv|[lt]gamma|ldexp|frexp|modf|copysign|nextafter|scalbl?n|ilogb|nan|"
+    r"[jy][01n])[fl]?(?:_finite)?"
+)
+_HELPER = re.compile(r"__\w+(?:[a-z][id]i[23]|[sdthx]f[23])|_ZSt\d+__throw_\w+")
+_IMPORTS_OK = frozenset(
+    "__gmon_start__ _ITM_registerTMCloneTable _ITM_deregisterTMCloneTable __cxa_finalize "
+    "__cxa_atexit __cxa_guard_acquire __cxa_guard_release __cxa_guard_abort __cxa_pure_virtual "
+    "__stack_chk_fail __assert_fail abort threadIdx blockIdx blockDim gridDim printf puts "
+    "putchar fflush stdout memset memcpy memmove __dso_handle __tls_get_addr __errno_location "
+    "_GLOBAL_OFFSET_TABLE_".split()
+)
+
+
+def check_imports(lib: Path, name: str) -> None:
+    """Refuse (CudaCompileError) a kernel library that calls library code outside the list above."""
+    others = _foreign_imports(str(lib))
+    if others:
+        shown = ", ".join(f"`{s}`" for s in others[:5])
+        raise CudaCompileError(
+            f"{name}: the kernels call {shown}: library code outside {name} that the cpu "
+            "backend's traced builds (memory traces, the preempt schedule) cannot see into; "
+            "write the accesses as plain C++ (loads, stores, atomicAdd)",
+            log="",
+            command=[],
+        )
+
+
+@functools.lru_cache(maxsize=512)
+def _foreign_imports(lib: str) -> list[str]:
+    import subprocess
+
+    from harness.toolchain import find_tool
+
+    nm = find_tool("nm")
+    if nm is None:
+        return []  # no binutils: the source check above still holds
+    out = subprocess.run(
+        [str(nm), "-D", "--undefined-only", lib],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        sym = line.split()[-1].split("@")[0] if line.strip() else ""
+        if (
+            not sym
+            or sym in _IMPORTS_OK
+            or sym.startswith(("__tsan_", "__sanitizer_cov_", "kata_"))
+        ):
+            continue
+        if not (_MATH.fullmatch(sym) or _HELPER.fullmatch(sym)):
+            found.append(sym)
+    return found
 
 
 def _split_options(options: Iterable[str]) -> list[str]:
