@@ -39,18 +39,31 @@ def ok(result: Any) -> Any:
 rng = random_for("hostnames, keys and words")  # fresh each run (the run seed)
 
 
+def _check_clone_flags(rt: Any, spec: Any, s: Any) -> None:
+    """clone_flags(s): exactly the or of the spec's CLONE_NEW* flags, a plain int."""
+    want = 0
+    for name in s.namespaces:
+        want |= spec.NAMESPACES[name]
+    got = rt.clone_flags(s)
+    assert type(got) is int and got == want, (
+        f"clone_flags, namespaces {s.namespaces}: {got!r}, expected {want:#x}"
+    )
+
+
 # --- namespaces --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "asked", [("uts",), ("pid", "ipc"), ("network", "user", "mount"), ("user", "uts", "pid")]
 )
-def test_namespaces_subsets(run: Any, spec: Any, host: Any, asked: tuple[str, ...]) -> None:
+def test_namespaces_subsets(
+    run: Any, rt: Any, spec: Any, host: Any, asked: tuple[str, ...]
+) -> None:
     name = f"h{rng.randrange(10**6)}"
     script = "hostname; " + "; ".join(f"readlink /proc/self/ns/{n}" for n in HOST_NS)
-    r = ok(
-        run(spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked, hostname=name))
-    )
+    s = spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked, hostname=name)
+    _check_clone_flags(rt, spec, s)
+    r = ok(run(s))
     if "uts" in asked:
         assert r.lines[0] == name, (
             f"set_hostname, namespaces {asked}: the container's hostname is {r.lines[0]!r}, "
@@ -58,10 +71,13 @@ def test_namespaces_subsets(run: Any, spec: Any, host: Any, asked: tuple[str, ..
         )
     for ns, link in zip(HOST_NS, r.lines[1:], strict=True):
         shared = link == os.readlink(f"/proc/self/ns/{ns}")
+        wrong = (
+            "shared with the host, it should be new"
+            if shared
+            else "new, it should be the host's (the spec does not ask for it)"
+        )
         assert shared == (SPEC_NS[ns] not in asked), (
-            f"enter_namespaces, namespaces {asked}: the {ns} namespace is "
-            f"{'the host' if shared else 'new'}'s, it should be "
-            f"{'new' if shared else 'the host'}'s"
+            f"enter_namespaces, namespaces {asked}: the {ns} namespace is {wrong}"
         )
 
 
@@ -70,7 +86,7 @@ def test_namespaces_subsets(run: Any, spec: Any, host: Any, asked: tuple[str, ..
     "map ids 0.. to the host's 0.. over the whole range (0 0 4294967295), so id -u and id -g "
     "say 0 (namespace sets drawn at random, the user namespace among them)"
 )
-def test_namespaces_user_ids_are_mapped_whole(run: Any, spec: Any, host: Any) -> None:
+def test_namespaces_user_ids_are_mapped_whole(run: Any, rt: Any, spec: Any, host: Any) -> None:
     """write_id_maps, checked for both maps and both ids, on namespace sets drawn fresh each
     run: an unmapped id reads as the overflow id 65534 inside, and a map of a single id (or
     a uid map without the gid map) leaves every other id unmapped."""
@@ -78,7 +94,9 @@ def test_namespaces_user_ids_are_mapped_whole(run: Any, spec: Any, host: Any) ->
     for _ in range(2):
         asked = ("user", *rng.sample(others, rng.randrange(len(others) + 1)))
         script = "id -u; id -g; cat /proc/self/uid_map /proc/self/gid_map"
-        r = ok(run(spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked)))
+        s = spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=asked)
+        _check_clone_flags(rt, spec, s)
+        r = ok(run(s))
         got = [" ".join(line.split()) for line in r.lines]
         want = ["0", "0", "0 0 4294967295", "0 0 4294967295"]
         assert got == want, (
@@ -222,7 +240,10 @@ def test_devices_hidden_gpus_are_refused(
     script = (
         "for d in nvidia0 nvidia1 nvidia2 nvidiactl nvidia-uvm kgpu0; do cat /dev/$d; done; true"
     )
-    r = run(_gpu_spec(spec, rootfs, script))
+    s = _gpu_spec(spec, rootfs, script)
+    _premade(rootfs, s.devices)
+    r = run(s)
+    _no_node_missing(r.stderr, "restrict_devices")
     for node in ("nvidia0", "nvidiactl", "nvidia-uvm", "kgpu0"):
         assert f"can't open '/dev/{node}': No such device or address" in r.stderr, (
             f"restrict_devices: /dev/{node} is allowed: opening it reaches the (absent) driver, "
@@ -233,6 +254,26 @@ def test_devices_hidden_gpus_are_refused(
             f"restrict_devices: /dev/{node} is refused by the spec: opening it is EPERM; the "
             f"container said: {r.stderr[-600:]}"
         )
+
+
+def _premade(root: Path, devices: list[Any]) -> None:
+    """Every node of the spec made in the rootfs beforehand (0666; create_device_nodes makes it
+    again): the devices controller's tests then test the controller, whatever
+    create_device_nodes did (test_devices_nodes_are_the_specs checks that one)."""
+    for d in devices:
+        path = root / d.path.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not os.path.lexists(path):
+            os.mknod(path, d.file_type | 0o666, os.makedev(d.major, d.minor))
+
+
+def _no_node_missing(said: str, where: str) -> None:
+    missing = re.findall(r"can't open '?(/dev/[^':]+)'?: No such file or directory", said)
+    assert not missing, (
+        f"{where}: the device nodes {missing} are missing in the container (ENOENT: nothing was "
+        "refused or allowed; create_device_nodes must make every node of spec.devices, the "
+        "refused ones too)"
+    )
 
 
 def _free_char_majors() -> list[int]:
@@ -287,6 +328,7 @@ def test_devices_only_the_allowed_nodes_open(
         unnamed[f"dev{major}"] = (major, r.randrange(256))
     for name, (major, minor) in unnamed.items():
         os.mknod(root / "dev" / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    _premade(root, devices)
     allowed = [d.path for d in devices if d.allow]
     refused = [d.path for d in devices if not d.allow] + [f"/dev/{n}" for n in unnamed]
     # a subshell per node: a failed redirection ends only it (POSIX: `:` is a special built-in)
@@ -304,6 +346,7 @@ def test_devices_only_the_allowed_nodes_open(
         f"restrict_devices (seed {seed}): the probe did not run: {res.stderr[-800:]}"
     )
     out = res.stdout + res.stderr
+    _no_node_missing(out, f"restrict_devices (seed {seed})")
 
     def said(p: str, error: str) -> bool:
         return re.search(rf"can't open '?{re.escape(p)}'?: {error}", out) is not None

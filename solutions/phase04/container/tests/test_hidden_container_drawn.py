@@ -15,6 +15,7 @@ import random
 import re
 import select
 import signal
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -364,4 +365,263 @@ def test_rootfs_mounts_do_not_propagate_to_the_host(
     assert not inside, (
         f"{where}: mounts inside the container are shared with the host's mounts: {inside}; "
         "make / private (MS_REC | MS_PRIVATE) before mounting"
+    )
+
+
+# --- devices: nodes, every access kind on v1 and v2, read-only mounts --------------------
+
+MODES = (0o600, 0o620, 0o640, 0o660, 0o666, 0o604)
+ACCESSES = ("r", "w", "rw", "m", "rm", "wm", "rwm")
+
+
+@pytest.mark.kata_gate(
+    "a node create_device_nodes makes in the rootfs is not the spec's: missing, or its type "
+    "(c or b), major:minor or permission bits differ (devices drawn at random, given and "
+    "refused, with modes other than 0666, in subdirectories of /dev)"
+)
+def test_devices_nodes_are_the_specs(
+    needs_root: None, rt: Any, spec: Any, host: Any, kata: Any, tmp_path: Path
+) -> None:
+    seed, r = _drawn("device nodes")
+    root = kata.module("rootfs").build(tmp_path / "rootfs", host.busybox())
+    devices = []
+    for i, minor in enumerate(r.sample(range(256), 6)):
+        kind = r.choice("cb") if i else "c"
+        major = r.choice((spec.NVIDIA_MAJOR, spec.KGPU_MAJOR, spec.NVIDIA_UVM_MAJOR))
+        path = r.choice((f"/dev/gpu{minor}", f"/dev/dri/card{minor}", f"/dev/nv/{kind}{minor}"))
+        devices.append(
+            spec.Device(
+                path,
+                major,
+                minor,
+                kind=kind,
+                mode=r.choice(MODES),
+                allow=i != 1 and r.random() < 0.7,
+            )
+        )
+    s = spec.Spec(args=["/bin/true"], rootfs=str(root), devices=devices)
+    rt.create_device_nodes(s)
+    wrong = []
+    for d in devices:
+        p = root / d.path.lstrip("/")
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            wrong.append(f"{d.path} is missing")
+            continue
+        got = (
+            "c"
+            if stat.S_ISCHR(st.st_mode)
+            else "b"
+            if stat.S_ISBLK(st.st_mode)
+            else "not a device",
+            os.major(st.st_rdev),
+            os.minor(st.st_rdev),
+            oct(stat.S_IMODE(st.st_mode)),
+        )
+        want = (d.kind, d.major, d.minor, oct(d.mode))
+        if got != want:
+            wrong.append(f"{d.path} is {got}, the spec's {want}")
+    assert not wrong, (
+        f"create_device_nodes (seed {seed}): nodes in the rootfs as (type, major, minor, mode): "
+        f"{wrong} (mknod, then chmod: the umask trims mknod's mode)"
+    )
+
+
+def _probe_access(
+    cgroup_dirs: list[str], nodes: dict[str, tuple[str, int, int]], scratch: Path
+) -> dict[str, str]:
+    """From a child that joined `cgroup_dirs`: read and write opens of each node, and a mknod
+    of its kind and numbers; "<name> r|w|m" -> "ok" or the errno's name."""
+    import errno
+
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: joins the cgroups, tries, reports
+        got: dict[str, str] = {}
+        try:
+            os.close(rd)
+            for d in cgroup_dirs:
+                Path(d, "cgroup.procs").write_text(str(os.getpid()))
+            for name, (kind, major, minor) in nodes.items():
+                path = scratch / name
+                for acc, flag in (("r", os.O_RDONLY), ("w", os.O_WRONLY)):
+                    try:
+                        os.close(os.open(path, flag | os.O_NONBLOCK))
+                        got[f"{name} {acc}"] = "ok"
+                    except OSError as e:
+                        got[f"{name} {acc}"] = errno.errorcode.get(e.errno or 0, str(e.errno))
+                made = scratch / f"m-{name}"
+                try:
+                    ftype = stat.S_IFCHR if kind == "c" else stat.S_IFBLK
+                    os.mknod(made, ftype | 0o600, os.makedev(major, minor))
+                    os.unlink(made)
+                    got[f"{name} m"] = "ok"
+                except OSError as e:
+                    got[f"{name} m"] = errno.errorcode.get(e.errno or 0, str(e.errno))
+            os.write(wr, json.dumps(got).encode())
+        finally:
+            os._exit(0)
+    os.close(wr)
+    data = b""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and select.select([rd], [], [], 1)[0]:
+        chunk = os.read(rd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(rd)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else {}
+
+
+@pytest.mark.kata_gate(
+    "the devices controller allows an access the spec does not give, or refuses one it "
+    "gives: read, write and mknod of GPU nodes given (access drawn from r, w, m), refused and "
+    "never named (other minors and majors, block nodes of the same numbers), with and "
+    "without a refused device, on cgroup v1's files and on cgroup v2's eBPF filter"
+)
+@pytest.mark.parametrize("refused", ["none-refused", "some-refused"])
+@pytest.mark.parametrize("controller", ["cgroup", "ebpf"])
+def test_devices_every_access_is_the_specs(
+    request: Any, rt: Any, spec: Any, host: Any, tmp_path: Path, controller: str, refused: str
+) -> None:
+    """restrict_devices on devices drawn at run time; a child in the cgroup opens each node for
+    reading and for writing and mknods it. Oracle: an access is allowed iff a default device
+    or an allowed spec device has the same type, major and minor and lists it (r, w, m)."""
+    request.getfixturevalue("cgroup_version")
+    request.getfixturevalue("run")  # every cgroup of the kata removed afterwards
+    seed, r = _drawn(f"device access {controller} {refused}")
+    gpus = r.sample(range(16), 6)
+    given = gpus[: r.randint(1, 3)]
+    hidden = gpus[3 : 3 + (r.randint(1, 2) if refused == "some-refused" else 0)]
+    # the first GPU's access lacks m, so that a rule given m it lacks shows
+    devices = [
+        spec.Device(
+            f"/dev/nvidia{i}",
+            spec.NVIDIA_MAJOR,
+            i,
+            access=r.choice(ACCESSES[:3] if j == 0 else ACCESSES),
+        )
+        for j, i in enumerate(given)
+    ]
+    devices += [spec.Device(f"/dev/nvidia{i}", spec.NVIDIA_MAJOR, i, allow=False) for i in hidden]
+    devices.append(spec.Device("/dev/nvidiactl", spec.NVIDIA_MAJOR, 255, access=r.choice(ACCESSES)))
+    k = r.randrange(8)
+    devices.append(spec.Device(f"/dev/kgpu{k}", spec.KGPU_MAJOR, k, access=r.choice(ACCESSES)))
+    nodes = {f"named-{Path(d.path).name}": (d.kind, d.major, d.minor) for d in devices}
+    for i in gpus[5:]:
+        nodes[f"other-nvidia{i}"] = ("c", spec.NVIDIA_MAJOR, i)
+    nodes[f"other-kgpu{k + 8}"] = ("c", spec.KGPU_MAJOR, k + 8)
+    nodes["other-uvm"] = ("c", spec.NVIDIA_UVM_MAJOR, r.randrange(1, 256))
+    nodes[f"block-nvidia{given[0]}"] = ("b", spec.NVIDIA_MAJOR, given[0])
+    nodes[f"block-kgpu{k}"] = ("b", spec.KGPU_MAJOR, k)
+    nodes["null"] = ("c", 1, 3)
+    scratch = tmp_path / "nodes"
+    scratch.mkdir()
+    for name, (kind, major, minor) in nodes.items():
+        ftype = stat.S_IFCHR if kind == "c" else stat.S_IFBLK
+        os.mknod(scratch / name, ftype | 0o666, os.makedev(major, minor))
+    s = spec.Spec(
+        args=["/bin/true"],
+        rootfs=str(tmp_path),
+        devices=devices,
+        restrict_devices=True,
+        cgroup_name=f"access{r.randrange(10**6)}",
+    )
+    if controller == "ebpf":
+        top = host.cgroup2_dir()
+        if top is None:
+            pytest.skip("no cgroup v2 hierarchy is mounted here (/sys/fs/cgroup or .../unified)")
+        d = top / spec.CGROUP_PARENT / str(os.getpid()) / s.cgroup_name
+        d.mkdir(parents=True)
+        cg = {"unified": str(d)}
+    else:
+        cg = rt.create_cgroup(s)
+    rt.restrict_devices(s, cg)
+    got = _probe_access(list(cg.values()), nodes, scratch)
+    assert got, f"restrict_devices (seed {seed}): the probe in the cgroup reported nothing"
+    rules = [d for d in (*spec.DEFAULT_DEVICES, *devices) if d.allow]
+    wrong = []
+    for name, (kind, major, minor) in nodes.items():
+        for acc in "rwm":
+            allowed = any(
+                (d.kind, d.major, d.minor) == (kind, major, minor) and acc in d.access
+                for d in rules
+            )
+            result = got.get(f"{name} {acc}", "not tried")
+            if allowed == (result in ("EPERM", "not tried")):
+                what = {"r": "read", "w": "write", "m": "mknod"}[acc]
+                wrong.append(
+                    f"{what} of {kind} {major}:{minor} ({name}) is "
+                    f"{'refused' if result == 'EPERM' else 'allowed (' + result + ')'}"
+                )
+    view = "cgroup v2's eBPF filter" if "unified" in cg else "the cgroup v1 devices files"
+    assert not wrong, (
+        f"restrict_devices (seed {seed}, {view}; rules "
+        f"{[d.rule() for d in devices if d.allow]}, refused {[d.rule() for d in devices if not d.allow]}): "
+        f"{wrong[:8]}{f' and {len(wrong) - 8} more' if len(wrong) > 8 else ''}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "a bind mount the spec marks read-only is writable in the container, or one it marks "
+    "writable is not: destinations drawn at random (directories and single files, driver "
+    "paths and others)"
+)
+def test_devices_read_only_wherever_mounted(
+    run: Any, spec: Any, rootfs: Path, tmp_path: Path
+) -> None:
+    seed, r = _drawn("read-only mounts")
+    words = [f"w{r.randrange(10**6)}" for _ in range(4)]
+    places = [
+        f"/opt/{words[0]}",
+        f"/srv/{words[1]}/data",
+        f"/mnt/{words[2]}",
+        f"/etc/{words[3]}.conf",
+    ]
+    r.shuffle(places)
+    mounts, checks = [], []
+    for i, dest in enumerate(places):
+        readonly = i % 2 == 0 if i < 2 else r.random() < 0.5
+        src = tmp_path / f"src{i}"
+        if dest.endswith(".conf"):
+            src.write_text("original\n")
+            target, host_file = dest, src
+        else:
+            src.mkdir()
+            (src / "f").write_text("original\n")
+            target, host_file = f"{dest}/f", src / "f"
+        mounts.append(spec.Mount(str(src), dest, readonly=readonly))
+        checks.append((target, host_file, readonly))
+    script = "".join(
+        f"(echo changed > {t}) 2>/dev/null && echo 'wrote {t}'; " for t, _, _ in checks
+    )
+    res = run(
+        spec.Spec(
+            args=["/bin/sh", "-c", script + "true"],
+            rootfs=str(rootfs),
+            mounts=mounts,
+            namespaces=r.choice(
+                (("pid", "mount", "uts", "ipc", "network", "user"), ("pid", "mount", "uts"))
+            ),
+        )
+    )
+    where = f"bind_mounts (seed {seed}, mounts {[(m.destination, 'ro' if m.readonly else 'rw') for m in mounts]})"
+    _finished(res, where)
+    wrong = []
+    for target, host_file, readonly in checks:
+        wrote = f"wrote {target}" in res.lines
+        changed = host_file.read_text() != "original\n"
+        if readonly and (wrote or changed):
+            wrong.append(f"{target} (read-only) was written{' on the host too' if changed else ''}")
+        if not readonly and not (wrote and changed):
+            wrong.append(f"{target} (writable) could not be written through to the host")
+    assert not wrong, (
+        f"{where}: {wrong} (a bind mount ignores MS_RDONLY: bind, then remount "
+        "MS_BIND | MS_REMOUNT | MS_RDONLY, for every read-only mount)"
     )
