@@ -625,3 +625,111 @@ def test_devices_read_only_wherever_mounted(
         f"{where}: {wrong} (a bind mount ignores MS_RDONLY: bind, then remount "
         "MS_BIND | MS_REMOUNT | MS_RDONLY, for every read-only mount)"
     )
+
+
+# --- namespaces: exactly the asked ones, on every kind of spec ---------------------------
+
+HOST_NS = ("pid", "mnt", "uts", "ipc", "net", "user")
+SPEC_NS = {
+    "pid": "pid",
+    "mnt": "mount",
+    "uts": "uts",
+    "ipc": "ipc",
+    "net": "network",
+    "user": "user",
+}
+
+
+def _flags_of(spec: Any, namespaces: tuple[str, ...]) -> int:
+    out = 0
+    for name in namespaces:
+        out |= spec.NAMESPACES[name]
+    return out
+
+
+def check_clone_flags(rt: Any, spec: Any, s: Any, where: str) -> None:
+    """clone_flags(s) is exactly the or of the spec's CLONE_NEW* flags (a plain int)."""
+    got, want = rt.clone_flags(s), _flags_of(spec, s.namespaces)
+    assert type(got) is int and got == want, (
+        f"clone_flags, {where}, namespaces {s.namespaces}: {got!r}, expected {want:#x}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "clone_flags or the container's namespaces are not the spec's: each namespace the spec "
+    "asks for must be new and each other one the host's, the hostname set only in a new UTS "
+    "namespace (namespace sets drawn at random, with and without a rootfs, with GPU devices, "
+    "limits and bind mounts)"
+)
+@pytest.mark.parametrize("kind", ["no-rootfs", "plain", "gpu", "drawn"])
+def test_namespaces_exactly_the_asked_ones_on_any_spec(
+    request: Any,
+    rt: Any,
+    runner: Any,
+    spec: Any,
+    host: Any,
+    rootfs: Path,
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    """The container runs in a host of the test's own (its own UTS namespace: a hostname set
+    where the spec has no UTS namespace renames only that one). Oracle: /proc/self/ns/* of
+    the container against the host process's, hostname inside and outside."""
+    seed, r = _drawn(f"namespaces {kind}")
+    script = "hostname; " + "; ".join(f"readlink /proc/self/ns/{n}" for n in HOST_NS)
+    if kind == "no-rootfs":
+        # no uts: a hostname set anyway lands on the host; at most four: one is not asked
+        namespaces = ("mount", *r.sample(["pid", "ipc", "network", "user"], r.randint(0, 3)))
+        s = spec.Spec(args=[host.busybox(), "sh", "-c", script], namespaces=namespaces)
+    else:
+        s = _drawn_spec(spec, r, rootfs, tmp_path, kind, ["/bin/sh", "-c", script])
+    s.hostname = f"c{r.randrange(10**6)}"
+    if s.needs_cgroup:
+        request.getfixturevalue("cgroup_version")
+        request.getfixturevalue("run")  # the kata's cgroups removed afterwards
+    where = f"seed {seed}, spec {_describe(s)}{'' if s.rootfs else ', no rootfs'}"
+    check_clone_flags(rt, spec, s, where)
+    host_name = f"h{r.randrange(10**6)}".encode()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def work() -> dict[str, Any]:  # pragma: no cover - in the host process of the test
+        if libc.sethostname(host_name, len(host_name)) != 0:
+            raise OSError(ctypes.get_errno(), "sethostname in the test's host")
+        out: dict[str, Any] = {n: os.readlink(f"/proc/self/ns/{n}") for n in HOST_NS}
+        try:
+            res = runner.run(rt, s, timeout=10)
+            out.update(code=res.exit_code, signal=res.signal, lines=res.lines)
+            out.update(stderr=res.stderr[-800:], timed_out=res.timed_out)
+        except Exception as e:
+            out["error"], out["type"] = f"{type(e).__name__}: {e}"[:1500], type(e).__name__
+        out["hostname_after"] = os.uname().nodename
+        return out
+
+    got = _in_a_host_of_its_own(work, timeout=30)
+    if got.get("type") == "KataTodo":
+        raise KataTodo(got["error"].removeprefix("KataTodo: "))
+    assert got.get("hostname_after", host_name.decode()) == host_name.decode(), (
+        f"set_hostname ({where}): the host's hostname became {got['hostname_after']!r}: "
+        "without a UTS namespace of its own the container shares the host's (leave it alone)"
+    )
+    if "error" in got:
+        raise runner.RuntimeFailed(f"{where}: {got['error']}")
+    assert not got["timed_out"] and got["code"] == 0, (
+        f"enter_namespaces ({where}): the probe did not run: exit {got['code']}, signal "
+        f"{got['signal']}: {got['stderr']}"
+    )
+    lines = got["lines"]
+    assert len(lines) == 1 + len(HOST_NS), f"the probe printed {lines} ({where})"
+    want_name = s.hostname if "uts" in s.namespaces else host_name.decode()
+    assert lines[0] == want_name, (
+        f"set_hostname ({where}): the container's hostname is {lines[0]!r}, expected "
+        f"{want_name!r} ({'the spec' if 'uts' in s.namespaces else 'the host'}'s)"
+    )
+    wrong = []
+    for ns, link in zip(HOST_NS, lines[1:], strict=True):
+        shared = link == got[ns]
+        if shared and SPEC_NS[ns] in s.namespaces:
+            wrong.append(f"{ns} is the host's, the spec asks for a new one")
+        if not shared and SPEC_NS[ns] not in s.namespaces:
+            wrong.append(f"{ns} is new, the spec does not ask for it")
+    assert not wrong, f"enter_namespaces ({where}): {wrong}"

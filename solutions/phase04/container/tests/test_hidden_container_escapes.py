@@ -18,9 +18,15 @@ HOST_NS = ("pid", "mnt", "uts", "ipc", "net", "user")
     "a namespace the spec asks for is shared with the host: without the user namespace, root "
     "in the container is root on the host with every capability"
 )
-def test_namespaces_every_asked_namespace_is_new(run: Any, spec: Any, host: Any) -> None:
+def test_namespaces_every_asked_namespace_is_new(run: Any, rt: Any, spec: Any, host: Any) -> None:
     script = "; ".join(f"readlink /proc/self/ns/{n}" for n in HOST_NS)
-    r = run(spec.Spec(args=[host.busybox(), "sh", "-c", script]))
+    s = spec.Spec(args=[host.busybox(), "sh", "-c", script])
+    flags = rt.clone_flags(s)
+    want = sum(spec.NAMESPACES.values())
+    assert type(flags) is int and flags == want, (
+        f"clone_flags of a spec with every namespace: {flags!r}, expected {want:#x}"
+    )
+    r = run(s)
     assert not r.timed_out and r.exit_code == 0, (
         f"the namespaces probe did not run: exit {r.exit_code}, signal {r.signal}: "
         f"{r.stderr[-800:]}"
