@@ -733,3 +733,82 @@ def test_namespaces_exactly_the_asked_ones_on_any_spec(
         if not shared and SPEC_NS[ns] not in s.namespaces:
             wrong.append(f"{ns} is new, the spec does not ask for it")
     assert not wrong, f"enter_namespaces ({where}): {wrong}"
+
+
+# --- cgroups: the files say the spec's limits, and nothing is left ----------------------
+
+
+def _unset(text: str) -> bool:
+    """A limit file with no limit: v2 "max", v1 the page-rounded 2**63 - 1."""
+    return text == "max" or (text.isdigit() and int(text) >= 1 << 62)
+
+
+@pytest.mark.kata_gate(
+    "the container's cgroup is not the spec's: a limit in the cgroup's files differs from "
+    "the spec's, or is set where the spec has none (memory and pids limits drawn at random, "
+    "small and large, alone and together, with the devices controller), or remove_cgroup "
+    "leaves a controller's directory"
+)
+@pytest.mark.parametrize("which", ["large-memory", "pids", "both", "with-devices"])
+def test_cgroups_files_are_the_specs(
+    request: Any, rt: Any, spec: Any, host: Any, cgroup_version: int, which: str
+) -> None:
+    """create_cgroup's files read back (v1 memory.limit_in_bytes, memory.memsw.limit_in_bytes
+    where swap accounting is on, pids.max; v2 memory.max, memory.swap.max, pids.max), then
+    remove_cgroup: no directory of the container's is left in any hierarchy."""
+    request.getfixturevalue("run")  # every cgroup of the kata removed afterwards
+    seed, r = _drawn(f"cgroup files {which}")
+    small, large = r.randint(8, 100) << 20, r.randint(101, 64 << 10) << 20
+    memory = {"large-memory": large, "pids": None, "both": small}.get(
+        which, r.choice((small, large))
+    )
+    pids = None if which == "large-memory" else r.randint(1, 4096)
+    s = spec.Spec(
+        args=["/bin/true"],
+        memory_limit=memory,
+        pids_limit=pids,
+        devices=[*spec.nvidia_devices((r.randrange(8),))] if which == "with-devices" else [],
+        restrict_devices=which == "with-devices",
+        cgroup_name=f"files{r.randrange(10**6)}",
+    )
+    where = f"create_cgroup (seed {seed}, memory {memory}, pids {pids})"
+    cg = rt.create_cgroup(s)
+    try:
+        if which == "with-devices":
+            rt.restrict_devices(s, cg)
+        if cgroup_version == 2:
+            d = Path(cg["unified"])
+            files = {"memory.max": memory, "pids.max": pids}
+            if memory is not None and (d / "memory.swap.max").exists():
+                files["memory.swap.max"] = 0
+            paths = {name: d / name for name in files}
+        else:
+            need = {"memory"} if memory is not None else set()
+            need |= {"pids"} if pids is not None else set()
+            need |= {"devices"} if s.restrict_devices else set()
+            assert need <= set(cg), f"{where}: it returned {cg}, without {sorted(need - set(cg))}"
+            paths, files = {}, {}
+            if "memory" in cg:
+                mem = Path(cg["memory"])
+                paths["memory.limit_in_bytes"] = mem / "memory.limit_in_bytes"
+                files["memory.limit_in_bytes"] = memory
+                if (mem / "memory.memsw.limit_in_bytes").exists() and memory is not None:
+                    paths["memory.memsw.limit_in_bytes"] = mem / "memory.memsw.limit_in_bytes"
+                    files["memory.memsw.limit_in_bytes"] = memory
+            if "pids" in cg:
+                paths["pids.max"] = Path(cg["pids"]) / "pids.max"
+                files["pids.max"] = pids
+        wrong = []
+        for name, want in files.items():
+            text = paths[name].read_text().strip()
+            if (want is None and not _unset(text)) or (want is not None and text != str(want)):
+                wrong.append(f"{name} is {text}, the spec's {'no limit' if want is None else want}")
+        assert not wrong, f"{where}: {wrong}"
+    finally:
+        rt.remove_cgroup(cg)
+    if cgroup_version == 2:
+        dirs = [host.cgroup_base() / s.cgroup_name]
+    else:
+        dirs = [host.cgroup_base(c) / s.cgroup_name for c in host.V1_CONTROLLERS]
+    left = [str(d) for d in {*dirs, *map(Path, cg.values())} if d.exists()]
+    assert not left, f"remove_cgroup ({where}): the container's cgroup directories {left} are left"
