@@ -184,6 +184,7 @@ static int open_backend(const char* path, backend_t* b, char* msg, size_t len) {
         return HAL_ERROR_ABI_MISMATCH;
     }
     size_t n = t->struct_size < sizeof b->ops ? t->struct_size : sizeof b->ops;
+    n -= n % sizeof(void*);  // whole entries only: one that ends past struct_size is absent
     memcpy(&b->ops, t, n);
     // Entries past struct_size stay NULL (memset above); entries of a newer minor than the
     // backend's are not trusted either.

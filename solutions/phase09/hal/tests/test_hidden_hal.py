@@ -97,7 +97,7 @@ def random_backend_set(
                 if fault < 0.08:
                     conf["major"] = r.choice([0, 2, 3, 255])
                 elif fault < 0.14:
-                    conf["size"] = r.choice([0, 8, 64, SIZE0 - 8])
+                    conf["size"] = r.choice([0, 8, 64, SIZE0 - 8, SIZE0 - r.randint(1, 7)])
                 elif fault < 0.18:
                     conf["entry"] = "null"
                 elif fault < 0.26:

@@ -5,7 +5,6 @@ order of work on emulated streams."""
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -158,23 +157,47 @@ def expected(ops: list[Any], caps: int) -> tuple[list[Any], dict[str, list[int]]
     return res, mem
 
 
-def random_table(r: Any, style: str) -> dict[str, Any]:
+def entry_end(entry: str) -> int:
+    return HEADER + 8 * (ENTRIES.index(entry) + 1)
+
+
+def random_table(r: Any, style: str, entry: str = "", rule: str = "") -> dict[str, Any]:
     """A table of one style: "short" (a new minor whose struct_size ends before some of its
-    entries), "old" (an old minor in a table long enough for newer entries: the slots hold
-    garbage), or "any"."""
+    entries, often inside one), "old" (an old minor in a table long enough for newer entries:
+    the slots hold garbage), "one-absent" (a full table claiming streams and memset where one
+    of those eight entries is absent by one rule: NULL, cut by struct_size, or newer than the
+    minor), or "any". Sizes need not be whole slots. A table larger than the core's (184
+    bytes) has its bytes past 184 on a guard page that logs a read ("readpast")."""
+    null: list[str] = []
     if style == "short":
         minor = r.choice([1, 2, 2, 3])
-        size = r.randrange(120, {1: 176}.get(minor, 184), 8)
+        size = r.randrange(120, {1: 176}.get(minor, 184))
     elif style == "old":
         minor = r.choice([0, 0, 1])
-        size = r.choice([184, 192, 256, r.randrange(176, 264, 8)])
+        size = r.choice([184, 192, 256, r.randrange(176, 264)])
+    elif style == "one-absent":
+        minor, size = r.choice([2, 3, 6]), r.choice([184, 184, r.randrange(185, 264)])
+        if rule == "null":
+            null = [entry]
+        elif rule == "size":  # the entry starts inside struct_size and ends past it
+            size = entry_end(entry) - r.randint(1, 7)
+        else:
+            minor = 1 if entry == "memset" else 0
+        caps = STREAMS | MEMSET | r.choice([0, THREADSAFE])
+        return {"minor": minor, "size": size, "caps": caps, "null": ",".join(null)}
     else:
         minor = r.choice([0, 1, 2, 2, 3, 6])
         natural = {0: 120, 1: 176}.get(minor, 184)
-        size = r.choice([natural, natural, 120, 176, 184, 200, r.randrange(120, 264, 8)])
+        size = r.choice([natural, natural, 120, 176, 184, 200, r.randrange(120, 264)])
     caps = r.randrange(8) | (r.random() < 0.85 and style != "any") * (STREAMS | MEMSET)
     null = [e for e in STREAM_ENTRIES + ["memset", "device_info"] if r.random() < 0.12]
     return {"minor": minor, "size": size, "caps": caps, "null": ",".join(null)}
+
+
+def read_past(log: Path) -> list[str]:
+    """The guard page's log: reads of a larger table past the entries the core knows."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [ln.split(None, 2)[2] for ln in lines if " readpast " in ln]
 
 
 @pytest.mark.kata_gate(
@@ -185,12 +208,24 @@ def test_negotiate_random_tables_against_the_rules(
     hal: Any, built: Any, backends: Any, tmp_path: Path
 ) -> None:
     r = random_for("tables")
-    for trial, style in enumerate(["short", "short", "old", "old", "any", "any"]):
-        conf = random_table(r, style)
+    styles = [("short", "", ""), ("short", "", ""), ("old", "", ""), ("old", "", ""),
+              ("any", "", ""), ("any", "", "")]  # fmt: skip
+    # Each rule that makes a feature's entry absent, every run: memset NULL, partly past
+    # struct_size, newer than the minor; a stream entry NULL; event_query partly past the end.
+    styles += [("one-absent", "memset", rule) for rule in ("null", "size", "minor")]
+    styles += [
+        ("one-absent", r.choice(STREAM_ENTRIES), "null"),
+        ("one-absent", "event_query", "size"),
+    ]
+    for trial, (style, entry, rule) in enumerate(styles):
+        conf = random_table(r, style, entry, rule)
         if trial == 5:  # one table without device_info, every run
             conf["null"] = ",".join(x for x in (conf["null"], "device_info") if x)
         log = tmp_path / f"log{trial}"
-        d = backends({"libhal_p.so": (built.probe, {"name": "p", "log": log, **conf})}, f"t{trial}")
+        d = backends(
+            {"libhal_p.so": (built.probe, {"name": "p", "log": log, "guard": 1, **conf})},
+            f"t{trial}",
+        )
         ops, _ = random_program(r)
         caps = device_caps(conf)
         script = (
@@ -200,6 +235,12 @@ def test_negotiate_random_tables_against_the_rules(
         try:
             out = hal(script, [d])
         except AssertionError as err:
+            past = read_past(log)
+            if past:
+                raise AssertionError(
+                    f"{what}: the core read the table past the 184 bytes of the entries it knows "
+                    f"({past[0]}), then the program died"
+                ) from None
             where = crashed_in_absent_entry(err, conf)
             if where:
                 raise AssertionError(
@@ -212,6 +253,10 @@ def test_negotiate_random_tables_against_the_rules(
         props = ["p device 0", 1 << 30] if present(conf, "device_info") else ["", 0]
         assert out["props"] == props, (
             f"{what}: the device's name and total_mem should be {props}, got {out['props']}"
+        )
+        past = read_past(log)
+        assert not past, (
+            f"{what}: the core read the table past the 184 bytes of the entries it knows: {past[:2]}"
         )
         lines = log.read_text().splitlines()
         trips = [ln for ln in lines if " tripwire " in ln]
@@ -265,19 +310,20 @@ def test_negotiate_previous_header_on_random_programs(hal: Any, built: Any, back
         assert out["shutdown"] == 0, "hal_shutdown of a 1.0 backend"
 
 
+@pytest.mark.kata_gate(
+    "a table larger than the core's (a newer minor, a random size) is read past the entries the "
+    "core knows, or its known entries are not used"
+)
 def test_negotiate_newer_minor_backend_works(
     hal: Any, built: Any, backends: Any, tmp_path: Path
 ) -> None:
-    """A backend built against a newer minor (3, a bigger table): the core uses what it knows."""
+    """A backend built against a newer minor (a bigger table): the core uses what it knows and
+    reads nothing past it (the probe's guard page after byte 184 logs a read)."""
+    r = random_for("newer-minor")
     log = tmp_path / "log"
-    d = backends(
-        {
-            "libhal_new.so": (
-                built.probe,
-                {"name": "new", "minor": 3, "size": 232, "caps": 3, "log": log},
-            )
-        }
-    )
+    minor, size = r.randint(3, 9), r.randrange(185, 320)
+    conf = {"name": "new", "minor": minor, "size": size, "caps": 3, "log": log, "guard": 1}
+    d = backends({"libhal_new.so": (built.probe, conf)})
     ops = [
         ["stream", 1],
         ["buf", "b0", 5, [1, 2, 3, 4, 5]],
@@ -285,30 +331,70 @@ def test_negotiate_newer_minor_backend_works(
         ["memset", "b0"],
         ["event", 1],
     ]
-    out = hal(
-        f"KERNELS = {str(built.kernels)!r}\nOPS = {json.dumps(json.dumps(ops))}\n" + PROGRAM, [d]
-    )
-    assert out["caps"] == STREAMS | MEMSET, (
-        f"a minor 3 table of 232 bytes: caps {out['caps']}, expected 3"
-    )
+    what = f"a minor {minor} table of {size} bytes"
+    try:
+        out = hal(
+            f"KERNELS = {str(built.kernels)!r}\nOPS = {json.dumps(json.dumps(ops))}\n" + PROGRAM,
+            [d],
+        )
+    except AssertionError:
+        past = read_past(log)
+        if past:
+            raise AssertionError(
+                f"{what}: the core read it past the 184 bytes of the entries it knows ({past[0]}), "
+                "then the program died"
+            ) from None
+        raise
+    past = read_past(log)
+    assert not past, f"{what}: the core read it past the 184 bytes it knows: {past[:2]}"
+    assert out["caps"] == STREAMS | MEMSET, f"{what}: caps {out['caps']}, expected 3"
     assert out["final"] == {"b0": [0] * 5} and out["res"][3] == 0, out
     assert not [ln for ln in log.read_text().splitlines() if " tripwire " in ln], (
         "slots past the known entries were called"
     )
 
 
+@pytest.mark.kata_gate(
+    "devices of equal priority are not in their backends' discovery order, then each backend's "
+    "own order (random backends, priorities, device counts and failing backends)"
+)
 def test_negotiate_priority_ties_keep_discovery_order(hal: Any, built: Any, backends: Any) -> None:
     r = random_for("ties")
-    prios = [r.choice([1, 5]) for _ in range(4)]
-    spec = {
-        f"libhal_{chr(97 + i)}.so": (built.probe, {"name": f"n{i}", "priority": p, "devices": 2})
-        for i, p in enumerate(prios)
-    }
-    d = backends(spec)
-    out = hal(
-        "assert hal.init() == 0\nout['d'] = [(x['backend'], x['backend_device']) for x in hal.devices()]",
-        [d],
-    )
-    want = [[f"n{i}", k] for _, i in sorted((-p, i) for i, p in enumerate(prios)) for k in range(2)]
-    assert out["d"] == want, f"devices for priorities {prios}: expected {want}, got {out['d']}"
-    assert struct.calcsize("<i") == 4, "the test's own packing"
+    for trial in range(2):
+        n = r.randint(3, 6)
+        prios = [r.choice([1, 5, 5, 9]) for _ in range(n)]
+        devs = [r.randint(1, 3) for _ in range(n)]
+        fails = [r.random() < 0.2 for _ in range(n)]
+        i, j = sorted(r.sample(range(n), 2))  # at least one tie of two backends with 2+ devices
+        prios[j], devs[i], devs[j], fails[i], fails[j] = (
+            prios[i],
+            r.randint(2, 3),
+            r.randint(2, 3),
+            False,
+            False,
+        )
+        spec = {
+            f"libhal_{chr(97 + k)}{r.randrange(10)}.so": (
+                built.probe,
+                {"name": f"n{k}", "priority": prios[k], "devices": devs[k],
+                 **({"init": "fail"} if fails[k] else {})},
+            )
+            for k in range(n)
+        }  # fmt: skip
+        d = backends(spec, f"t{trial}")
+        out = hal(
+            "assert hal.init() == 0\n"
+            "out['d'] = [(x['backend'], x['backend_device']) for x in hal.devices()]",
+            [d],
+        )
+        want = [
+            [f"n{k}", dv]
+            for _, k in sorted((-p, k) for k, p in enumerate(prios) if not fails[k])
+            for dv in range(devs[k])
+        ]
+        got = [list(x) for x in out["d"]]
+        assert got == want, (
+            f"devices for backends (discovery order) with priorities {prios}, devices {devs}, "
+            f"failing {[k for k in range(n) if fails[k]]}: expected (backend, its device) {want}, "
+            f"got {got}"
+        )
