@@ -472,16 +472,18 @@ def test_bandwidth_nics_any_machine(topo: Any, topology: Any) -> None:
                 if t.nics
                 else None
             )
-            got = topo.closest_nic(t, a)
+            got = answer(f"closest_nic({a})", topo.closest_nic, t, a)
             assert got == want_nic, (
                 f"closest_nic({a}) = {got}, expected {want_nic}: links {[(n, t.link[(a, n)]) for n in t.nics]}"
             )
             for n in t.nics:
-                level = r.choice(PCIE)
-                want = PCIE.index(t.link[(a, n)]) <= PCIE.index(level)
-                got = topo.gpudirect_rdma(t, a, n, level)
+                level = r.choice([*PCIE, None])  # None: NCCL's default, PXB
+                want = PCIE.index(t.link[(a, n)]) <= PCIE.index(level or "PXB")
+                args = (t, a, n) if level is None else (t, a, n, level)
+                said = "the default level" if level is None else f"level={level}"
+                got = answer(f"gpudirect_rdma({a}, {n}, {said})", topo.gpudirect_rdma, *args)
                 assert got is want, (
-                    f"gpudirect_rdma({a}, {n}, level={level}) with a {t.link[(a, n)]} link = {got!r}, expected {want}"
+                    f"gpudirect_rdma({a}, {n}, {said}) with a {t.link[(a, n)]} link = {got!r}, expected {want}"
                 )
 
 
