@@ -556,8 +556,10 @@ void run_block_fibers(const kata_launch_t* L) {
     }
 }
 
-// Shared memory starts each block with garbage, as on a GPU (whatever the SM held): 0xff bytes,
-// a NaN in every float, -1 in every int. A kernel that reads a word its block never wrote
+// Shared memory starts each block with garbage, as on a GPU (whatever the SM held): 0x7f bytes,
+// 3.4e38 in every float (finite, so a sum that takes one in is far off, and not the NaN that
+// tests use to mean "never written"), 2139062143 in every int. A kernel that reads a word its
+// block never wrote
 // (warp 0 loading all 32 warp totals of an 8-warp block) gets it, here too, instead of the zero
 // of a fresh mapping or the previous block's value. Static __shared__ arrays lie in the
 // library's kata_shared section (kata_cuda.h); dynamic ones in the launch's shared= bytes.
@@ -581,8 +583,8 @@ void shared_statics(const kata_launch_t* L, uintptr_t* lo, uintptr_t* hi) {
 }
 
 void fill_shared_garbage(const kata_launch_t* L, uintptr_t lo, uintptr_t hi) {
-    if (hi > lo) memset(reinterpret_cast<void*>(lo), 0xff, hi - lo);
-    if (L->shared_bytes > 0 && g_dyn_shared) memset(g_dyn_shared + g_dyn_offset, 0xff, L->shared_bytes);
+    if (hi > lo) memset(reinterpret_cast<void*>(lo), 0x7f, hi - lo);
+    if (L->shared_bytes > 0 && g_dyn_shared) memset(g_dyn_shared + g_dyn_offset, 0x7f, L->shared_bytes);
 }
 
 void run_grid(const kata_launch_t* L) {

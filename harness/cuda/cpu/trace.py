@@ -454,7 +454,7 @@ def thread_activity(events: np.ndarray) -> tuple[dict[str, int], dict[str, int]]
 def uninitialised_shared(events: np.ndarray, threads_per_block: int) -> int:
     """Lane-level shared-memory loads (atomics included) of a 4-byte word that no thread of the
     same block had stored (or atomically updated) earlier in the launch. A GPU gives a block
-    shared memory with whatever it held, the cpu backend with 0xff bytes (a NaN in every float,
+    shared memory with whatever it held, the cpu backend with 0x7f bytes (3.4e38 in every float,
     runtime.cpp's fill_shared_garbage); a kernel that masks what it read may still look right. Events are in execution order,
     and a race-free kernel reads another thread's store only after a barrier that comes after it."""
     kind = events["kind"]

@@ -30,7 +30,7 @@
 #define __device__
 #define __host__
 // Static __shared__ arrays go to a section of their own, so that the runtime can fill them with
-// garbage (0xff bytes: NaN, -1) before each block, as a GPU keeps no promise about their contents.
+// garbage (0x7f bytes: 3.4e38, 2139062143) before each block, as a GPU keeps no promise about their contents.
 #define __shared__ __attribute__((section("kata_shared"))) static
 #define __constant__
 #define __managed__

@@ -71,7 +71,7 @@ def test_shuffle_any_launch(cuda, n, grid, block, reverse):
     """Catches: threads past n that return before the shuffles (`if (i >= n) return;` -- every
     public shuffle launch has n >= its number of threads; a lane that returned never reaches
     __shfl_down_sync, a BarrierDeadlock), and n = 0. (Reading warp_totals[lane] for every lane
-    reads the cpu backend's NaN garbage: wrong sums; test_shuffle_reads_only_what_its_block_wrote
+    reads the cpu backend's garbage (3.4e38): wrong sums; test_shuffle_reads_only_what_its_block_wrote
     says why.)"""
     check(cuda, "reduce_shuffle", n, grid, block, reverse)
 
@@ -301,7 +301,7 @@ def test_shuffle_combines_warp_totals_in_two_steps(cuda):
 )
 def test_shuffle_reads_only_what_its_block_wrote(cuda, kata_rng):
     """Catches: warp 0 loading warp_totals[lane] for every lane, without lane < blockDim.x / 32
-    (0 for the others): a GPU's warp_totals holds anything (the cpu backend's NaNs, so the
+    (0 for the others): a GPU's warp_totals holds anything (the cpu backend's 3.4e38s, so the
     sums are wrong too and this gate skips; it counts the reads should a kernel mask them)."""
     n, grid, block = random_launch(kata_rng)
     t = traced(cuda, "reduce_shuffle", n, grid, block)

@@ -9,7 +9,7 @@ from harness.testing import check_written
 
 def test_gpu_shuffle_after_a_bigger_launch(gpu):
     """Catches: warp 0 reading warp_totals[lane] for all 32 lanes although only blockDim.x / 32
-    were written (the cpu backend fills shared memory with NaNs before each block, and the
+    were written (the cpu backend fills shared memory with 3.4e38s before each block, and the
     cpu tasks' traced gate counts such reads), wrong on a GPU, where shared memory keeps what the previous kernel left: a 1024-thread
     launch summing 1e4s leaves large totals in lanes 2..31 for the 64-thread launch after it.
     (Shared memory is not guaranteed to survive between kernels, so a lucky run can miss it.)"""
