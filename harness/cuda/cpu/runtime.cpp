@@ -464,7 +464,8 @@ int resolve_barrier(unsigned* live) {
         fail(KATA_DEADLOCK,
              "__syncthreads() at line %d is never reached by all %u threads of the block: %u wait "
              "there, %u have exited (the first of them thread (%u,%u,%u)); an early `return` "
-             "before a barrier deadlocks",
+             "before a barrier, or a barrier inside a branch that only some threads take "
+             "(`if (threadIdx.x < s) { ...; __syncthreads(); }`), deadlocks",
              first_line, g_nthreads, at, done, x, y, z);
     }
     return 0;
