@@ -3,20 +3,25 @@
 Examples and matrices are drawn from the run seed (fresh each run; --kata-seed reproduces
 them); the thin and tiny shapes are fixed.
 
-Left to the gpu task: a source that gives nvcc another kernel than the cpu backend (`#if
-defined(__NVCC__)`, red team rt12-nvcc-split). The cpu tasks grade the kernel the cpu backend
-builds; the gpu task times what the GPU runs (tiled against naive), which a naive kernel behind
-such a branch fails.
+A source that gives nvcc other code than the cpu backend (`#if defined(__NVCC__)`, red team
+rt12-nvcc-split) is seen where nvcc is (the lines each compiler keeps); a branch on the GPU's
+own architecture (`__CUDA_ARCH__ >= 900`) only the gpu task sees, by timing what the GPU runs.
 """
 
 from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harness.cuda.cpu.loader import INCLUDE
 from harness.testing import check_written, hidden_settings, seeded
+from harness.toolchain import find_tool
 
 SETTINGS = hidden_settings(15)
 
@@ -187,3 +192,58 @@ def test_naive_loads_seen_by_the_trace(cuda, tile, kata_rng):
     M, N, K = shape_of(kata_rng)
     t, right = traced(cuda, tile, "matmul_naive", M, N, K)
     check_reads_seen(t, "matmul_naive", M, N, K, right)
+
+
+def kept_lines(cmd: list[str], name: str) -> dict[int, str]:
+    """The lines of file `name` a preprocessor keeps (-dD: with the #defines), by line number."""
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=300)
+    assert out.returncode == 0, f"{' '.join(cmd)} failed on {name}:\n{out.stderr[-2000:]}"
+    kept: dict[int, str] = {}
+    mine, line = False, 0
+    for text in out.stdout.splitlines():
+        m = re.match(r'#\s*(\d+)\s+"([^"]*)"', text)
+        if m:
+            line, mine = int(m.group(1)), Path(m.group(2)).name == name
+            continue
+        if mine and text.strip():
+            kept[line] = text.strip()
+        line += 1
+    return kept
+
+
+def check_same_lines(cuda, kata, tile, task):
+    """The lines of matmul.cu that nvcc compiles for the device (sm_75) are the lines the cpu
+    backend compiles: a branch on which compiler reads the file gives the GPU another kernel."""
+    traced(cuda, tile, f"matmul_{task}", 3, 5, 7)  # a stub writes nothing: not started
+    nvcc, cxx = find_tool("nvcc"), find_tool("g++") or find_tool("clang++")
+    if nvcc is None or cxx is None:
+        pytest.skip("needs nvcc and g++ (or clang++)")
+    path = kata.source("matmul.cu")
+    gpu = kept_lines([str(nvcc), "-E", "-arch=sm_75", "-Xcompiler", "-dD", f"-DTILE={tile}",
+                      str(path)], path.name)  # fmt: skip
+    cpu = kept_lines([str(cxx), "-E", "-dD", "-std=gnu++17", f"-I{INCLUDE}", "-include",
+                      "kata_cuda.h", f"-DTILE={tile}", "-x", "c++", str(path)], path.name)  # fmt: skip
+    only = sorted(set(gpu) ^ set(cpu))
+    assert not only, (
+        f"matmul.cu (TILE={tile}) for the {task} task: line {only[0]} is compiled by "
+        f"{'nvcc' if only[0] in gpu else 'the cpu backend'} only "
+        f"({(gpu | cpu)[only[0]]!r}); lines only nvcc compiles: {sorted(set(gpu) - set(cpu))}, "
+        f"only the cpu backend: {sorted(set(cpu) - set(gpu))}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "matmul.cu gives nvcc other lines to compile than the cpu backend (a branch on the compiler)"
+)
+def test_tiled_same_source_for_nvcc_and_the_cpu_backend(cuda, kata, tile):
+    """Catches: `#if defined(__NVCC__)` around a naive kernel for the GPU and a tiled one for
+    the cpu backend that grades it (red team rt12-nvcc-split)."""
+    check_same_lines(cuda, kata, tile, "tiled")
+
+
+@pytest.mark.kata_gate(
+    "matmul.cu gives nvcc other lines to compile than the cpu backend (a branch on the compiler)"
+)
+def test_naive_same_source_for_nvcc_and_the_cpu_backend(cuda, kata, tile):
+    """The same for the naive kernel: the coalesced one graded, another one run."""
+    check_same_lines(cuda, kata, tile, "naive")
