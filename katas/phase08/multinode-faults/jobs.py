@@ -59,6 +59,7 @@ def drill(node: Node, cfg: DrillConfig) -> dict[str, Any]:
     """
     hb = node.connect(node.hosts, 1, timeout=10.0)
     data = node.connect(node.hosts, 2, timeout=10.0)
+    node.begin_step(0)  # every host connected: the drill (and the faults' clock) starts now
     hosts = node.hosts
     socks: dict[socket.socket, tuple[str, int]] = {}
     for r, s in hb.peers.items():

@@ -39,8 +39,9 @@ fault lands before that step's first byte).
 On a host your function gets a `Node`: its host id, the store (a key-value server in the
 switch's namespace, as etcd or torchrun's c10d store is a server outside the job), the shared
 checkpoint directory, and ``node.connect(members, tag)``, which builds a full mesh of TCP
-connections between the hosts in `members` and returns a `Comm` whose ranks are the positions
-in `members`.
+connections between the hosts in `members` (waiting up to `join_timeout`, 10 s, for all of
+them) and returns a `Comm` whose ranks are the positions in `members` and whose sockets time
+out after `timeout` seconds without progress.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import random
 import select
@@ -409,20 +411,24 @@ class Node:
         event.setdefault("t", time.clock_gettime(time.CLOCK_MONOTONIC))
         _send_msg(self._report, b"L", json.dumps(event).encode())
 
-    def connect(self, members: Sequence[int], tag: int, timeout: float | None = None) -> Comm:
+    def connect(
+        self, members: Sequence[int], tag: int, timeout: float | None = None,
+        join_timeout: float = 10.0,
+    ) -> Comm:  # fmt: skip
         """A full mesh among `members` (host ids; this host must be one). Every member must call
-        it with the same list and tag within `timeout` seconds (default node.timeout); the comm's
-        sockets have that timeout too. Raises RankFailure naming a member that did not join."""
+        it with the same list and tag within `join_timeout` seconds, or it raises RankFailure
+        naming a member that did not join. The comm's sockets get `timeout` (default
+        node.timeout): a recv or send that makes no progress for that long raises."""
         members = [int(m) for m in members]
         if self.host not in members or len(set(members)) != len(members):
             raise ValueError(f"host {self.host}: members {members} must list it once")
         timeout = self.timeout if timeout is None else timeout
-        until = time.monotonic() + timeout
+        until = time.monotonic() + join_timeout
         out: dict[int, socket.socket] = {}
         for m in members:
             if m > self.host:
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.settimeout(timeout)
+                s.settimeout(join_timeout)
                 try:
                     s.connect((SWITCH_IP, RELAY_PORT))
                     s.sendall(HEADER.pack(self.host, m, tag))
@@ -441,7 +447,9 @@ class Node:
                 missing = [m for m in lower if m not in got]
                 for s in (*out.values(), *got.values()):
                     s.close()
-                raise RankFailure(missing[0], f"did not connect within {timeout} s (tag {tag})")
+                raise RankFailure(
+                    missing[0], f"did not connect within {join_timeout} s (tag {tag})"
+                )
             self._listener.settimeout(left)
             try:
                 s, _ = self._listener.accept()
@@ -557,12 +565,14 @@ def _relay_main(ctl_fd: int, report_fd: int, n: int, seed: int) -> None:
                     wlist.append(f.dst)
                 else:
                     wake = min(wake, f.queue[0][0])
+        # Generous limits: on a loaded machine this process may not run for a second or more,
+        # and a connection that completed meanwhile must not be taken for an unreachable host.
         for s, (_b, t0) in list(heads.items()):
-            if now - t0 > 2.0:
+            if now - t0 > 10.0:
                 s.close()
                 del heads[s]
         for d, (s, _h, t0) in list(connecting.items()):
-            if now - t0 > 1.0:  # the destination is unreachable: refuse the source
+            if now - t0 > 10.0:  # the destination is unreachable: refuse the source
                 d.close()
                 s.close()
                 del connecting[d]
@@ -1002,11 +1012,16 @@ class Cluster:
 
     def run(
         self, fn: Callable[..., Any], cfg: Any = None, *, faults: Sequence[Fault] = (),
-        deadline: float = 30.0,
+        deadline: float = 30.0, barrier: int | None = None,
     ) -> RunResult:  # fmt: skip
         """Build the cluster, run fn(node, cfg) on every host, fire the faults, and return what
         each host returned or raised. A host still running `deadline` seconds after the start
-        is killed and reported so. One run per Cluster."""
+        is killed and reported so. One run per Cluster.
+
+        barrier: a step number; every host's begin_step(barrier) then waits until all hosts
+        have called it, and the faults' `at` counts from that moment instead of the start (the
+        drills: the faults land at the same point of every host's work, however long this
+        machine took to connect them)."""
         if self._used:
             raise ClusterError("one run per Cluster: make a new one")
         self._used = True
@@ -1065,7 +1080,7 @@ class Cluster:
             r.msgs.clear()
         for cmd in self._shaping:
             self._ctl_relay(cmd)
-        return self._drive(procs, list(faults), deadline)
+        return self._drive(procs, list(faults), deadline, barrier)
 
     def _fire(self, f: Fault, pid: int) -> None:
         if f.kind == "kill":
@@ -1082,9 +1097,13 @@ class Cluster:
             self.shape(f.link, delay=0.05, jitter=0.1, rate=2e5)
 
     def _drive(self, procs: list[tuple[int, int, _Reader]], faults: list[Fault],
-               deadline: float) -> RunResult:  # fmt: skip
+               deadline: float, barrier: int | None) -> RunResult:  # fmt: skip
         start = time.clock_gettime(time.CLOCK_MONOTONIC)
         t0 = time.monotonic()
+        until = t0 + deadline
+        if barrier is not None:
+            t0 = math.inf  # the faults' clock starts at the barrier
+        waiting: set[int] = set()  # hosts held at the barrier
         for _pid, ctl, _r in procs:
             os.write(ctl, b"g")
         results = [HostResult(h) for h in range(self.n)]
@@ -1092,7 +1111,6 @@ class Cluster:
         pending = [f for f in faults]
         flaps: dict[int, tuple[float, bool, float]] = {}  # host -> (next toggle, up, period)
         stopped: set[int] = set()
-        until = t0 + deadline
         while True:
             now = time.monotonic()
             for f in [f for f in pending if f.at is not None and t0 + f.at <= now]:
@@ -1132,6 +1150,13 @@ class Cluster:
                         results[h].steps.append((step, time.clock_gettime(time.CLOCK_MONOTONIC)))
                         hit = [f for f in pending if f.step == step and f.host == h]
                         ack = True
+                        if barrier is not None and step == barrier and t0 == math.inf:
+                            waiting.add(h)
+                            ack = False
+                            if len(waiting) == self.n:
+                                t0 = time.monotonic()
+                                for k in sorted(waiting):
+                                    os.write(procs[k][1], b"a")
                         for f in hit:
                             pending.remove(f)
                             fired.append((f, time.clock_gettime(time.CLOCK_MONOTONIC)))

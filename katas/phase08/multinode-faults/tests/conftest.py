@@ -82,7 +82,7 @@ def run_drill(netcluster: Any, jobs: Any, kind: str) -> Drill:
         fault = netcluster.Fault(kind, host=a, at=FAULT_AT, period=0.3)
     cfg = jobs.DrillConfig(period=PERIOD, duration=DURATION)
     with netcluster.Cluster(n, seed=int(g.integers(1 << 30))) as c:
-        res = c.run(jobs.drill, cfg, faults=[fault], deadline=DURATION + 15)
+        res = c.run(jobs.drill, cfg, faults=[fault], deadline=DURATION + 30, barrier=0)
     left = c.leftovers()
     assert not left, f"the {kind} drill's cluster left {left} behind"
     fired = [t for f, t in res.fired if f == fault]

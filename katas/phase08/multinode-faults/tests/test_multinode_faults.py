@@ -172,6 +172,9 @@ def test_recover_killed_host(elastic: Any, netcluster: Any, jobs: Any, kata_rng:
         res = c.run(elastic.train, cfg, faults=[netcluster.Fault("kill", host=lost, step=at)],
                     deadline=40)  # fmt: skip
     res.check_todo()
+    if not res.fired:
+        for h in range(n):
+            res.value(h)  # what a host raised, if one did
     assert res.fired, f"host {lost} never began step {at}: call node.begin_step(step) every step"
     survivors = [h for h in range(n) if h != lost]
     want = expected_state(jobs, cfg, n, lost, at)
