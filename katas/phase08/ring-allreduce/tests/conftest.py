@@ -143,7 +143,7 @@ def oracle() -> Any:
             p = 1 << (n.bit_length() - 1)
             v = [x.copy() for x in xs[:p]]
             for r in range(n - p):
-                v[r] = _op(op, v[r], xs[r + p])
+                v[r] = _op(op, xs[r + p], v[r])  # op(received, its own)
             d = 1
             while d < p:
                 v = [_op(op, v[min(r, r ^ d)], v[max(r, r ^ d)]) for r in range(p)]

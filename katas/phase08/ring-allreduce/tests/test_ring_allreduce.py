@@ -60,7 +60,7 @@ def test_framing_eof_mid_frame(wire: Any, tcp_pair: Any) -> None:
 # --------------------------------------------------------------------------- ring
 def test_ring_three_ranks(ring: Any, cluster: Any, oracle: Any) -> None:
     xs = [np.arange(10, dtype=np.float32) * (r + 1) for r in range(3)]
-    outs = cluster.run(ring.ring_allreduce, xs, op="sum").outputs()
+    outs = cluster.run(ring.ring_allreduce, xs).outputs()
     for r, out in enumerate(outs):
         assert out.dtype == np.float32 and out.shape == (10,)
         np.testing.assert_array_equal(out, np.arange(10, dtype=np.float32) * 6, err_msg=f"rank {r}")
@@ -86,7 +86,7 @@ def test_ring_float16_sum_within_tolerance(
     ring: Any, cluster: Any, oracle: Any, make_inputs: Any
 ) -> None:
     xs = make_inputs(np.random.default_rng(3), 4, 999, "float16")
-    outs = cluster.run(ring.ring_allreduce, xs, op="sum", slice_elems=100).outputs()
+    outs = cluster.run(ring.ring_allreduce, xs, slice_elems=100).outputs()
     exact = oracle.exact(xs, "sum")
     bound = 3 * 2.0**-11 * np.abs(np.array(xs, dtype=np.float64)).sum(axis=0) + 2.0**-24
     for out in outs:
@@ -97,7 +97,7 @@ def test_ring_float16_sum_within_tolerance(
 def test_ring_bytes_on_each_link(ring: Any, cluster: Any, oracle: Any) -> None:
     n, count, slice_elems = 4, 1003, 100
     xs = [np.ones(count, np.float32) for _ in range(n)]
-    job = cluster.run(ring.ring_allreduce, xs, op="sum", slice_elems=slice_elems)
+    job = cluster.run(ring.ring_allreduce, xs, slice_elems=slice_elems)
     job.outputs()
     want = oracle.ring_link_bytes(n, count, 4, slice_elems)
     for src in range(n):
@@ -113,9 +113,7 @@ def test_pipeline_no_deadlock_with_small_buffers(ring: Any, cluster: Any, oracle
     waits for its neighbour, who waits for its own: the classic ring deadlock."""
     n, count, slice_elems = 3, 30_000, 1024
     xs = [np.arange(count, dtype=np.float32) * (r + 1) for r in range(n)]
-    job = cluster.run(
-        ring.ring_allreduce, xs, op="sum", slice_elems=slice_elems, bufsize=4096, timeout=5.0
-    )
+    job = cluster.run(ring.ring_allreduce, xs, slice_elems=slice_elems, bufsize=4096, timeout=5.0)
     want = oracle.ring(xs, "sum")
     for r, out in enumerate(job.outputs()):
         np.testing.assert_array_equal(out, want, err_msg=f"rank {r}")
@@ -131,7 +129,7 @@ def test_pipeline_forwards_a_slice_before_its_chunk_is_complete(
     pipe = peers.done()
     own = len(cluster.slices(20, 40, slice_elems))
     job = cluster.run(
-        ring.ring_allreduce, xs, op="sum", slice_elems=slice_elems, timeout=3.0, deadline=15.0,
+        ring.ring_allreduce, xs, slice_elems=slice_elems, timeout=3.0, deadline=15.0,
         roles={0: peers.first_slice_then_leave(slice_elems, pipe, 10.0),
                2: peers.record_from_left(own + 1, pipe)},
     )  # fmt: skip
@@ -192,7 +190,7 @@ def _failed_as(job: Any, failed: int) -> None:
 def test_faults_dead_rank(ring: Any, cluster: Any, honest_errors: Any) -> None:
     xs = [np.ones(1000, np.float32) for _ in range(3)]
     job = cluster.run(
-        ring.ring_allreduce, xs, op="sum", slice_elems=64, timeout=2.0, deadline=10.0,
+        ring.ring_allreduce, xs, slice_elems=64, timeout=2.0, deadline=10.0,
         roles={1: cluster.die},
     )  # fmt: skip
     honest_errors(job)
@@ -218,7 +216,7 @@ def test_faults_abort_names_the_rank_in_it(
     raise RankFailure(3) before their own timeout could say anything."""
     xs = [np.ones(100, np.float32) for _ in range(4)]
     job = cluster.run(
-        ring.ring_allreduce, xs, op="sum", slice_elems=64, timeout=4.0, deadline=15.0,
+        ring.ring_allreduce, xs, slice_elems=64, timeout=4.0, deadline=15.0,
         roles={0: peers.abort([1, 2], 3), 3: cluster.stall},
     )  # fmt: skip
     honest_errors(job)

@@ -183,7 +183,8 @@ def test_ring_fresh_cases(
             slice_elems = 64
         xs = make_inputs(kata_rng, n, count, dtype)
         what = f"ring_allreduce(n={n}, {count} x {dtype}, op={op!r}, slice_elems={slice_elems})"
-        job = cluster.run(ring.ring_allreduce, xs, op=op, slice_elems=slice_elems)
+        ops = {} if op == "sum" else {"op": op}  # op's default is "sum"
+        job = cluster.run(ring.ring_allreduce, xs, slice_elems=slice_elems, **ops)
         _check_outputs(job.outputs(), xs, op, oracle, what)
 
 
@@ -213,14 +214,14 @@ def test_ring_order_matters(ring: Any, cluster: Any, oracle: Any, kata_rng: Any)
     xs[int(kata_rng.integers(0, n))][:] = big
     want, exact = oracle.ring(xs, "sum"), oracle.exact(xs, "sum")
     assert np.any(want != exact.astype(np.float32)), "the case must depend on the order"
-    job = cluster.run(ring.ring_allreduce, xs, op="sum", slice_elems=3)
+    job = cluster.run(ring.ring_allreduce, xs, slice_elems=3)
     _check_outputs(job.outputs(), xs, "sum", oracle, f"ring_allreduce(n={n}, values 2^24 and ±1)")
 
 
 def test_ring_int32_wraps_and_max_of_negatives(ring: Any, cluster: Any, oracle: Any) -> None:
     n = 4
     xs = [np.array([2**31 - 1, -(2**31), 123456789, -5, 7], np.int32) for _ in range(n)]
-    job = cluster.run(ring.ring_allreduce, xs, op="sum", slice_elems=2)
+    job = cluster.run(ring.ring_allreduce, xs, slice_elems=2)
     _check_outputs(job.outputs(), xs, "sum", oracle, "ring_allreduce of int32 near ±2^31 (wraps)")
     ys = [np.full(9, -1000.0 - r, np.float32) for r in range(3)]
     job = cluster.run(ring.ring_allreduce, ys, op="max", slice_elems=4)
@@ -363,9 +364,7 @@ def test_pipeline_busbw_against_the_links(
     ratios = []
     for attempt in range(3):  # best of three: the machine may be busy with something else
         link = cluster.link_bandwidth(n, nbytes, rounds=2)
-        job = cluster.run(
-            ring.ring_allreduce, xs, op="sum", slice_elems=slice_elems, repeat=3, deadline=60.0
-        )
+        job = cluster.run(ring.ring_allreduce, xs, slice_elems=slice_elems, repeat=3, deadline=60.0)
         outs = job.outputs()
         if attempt == 0:
             _check_outputs(outs, xs, "sum", oracle, what)
@@ -431,7 +430,8 @@ def test_small_recursive_doubling_fresh(
         op = str(kata_rng.choice(["sum", "max"]))
         xs = make_inputs(kata_rng, n, count, dtype)
         what = f"recursive_doubling_allreduce(n={n}, {count} x {dtype}, op={op!r})"
-        job = cluster.run(ring.recursive_doubling_allreduce, xs, op=op)
+        ops = {} if op == "sum" else {"op": op}  # op's default is "sum"
+        job = cluster.run(ring.recursive_doubling_allreduce, xs, **ops)
         _check_rd(job, xs, op, oracle, what)
 
 
