@@ -4,13 +4,19 @@ replay of a recorded trace through a detector."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from harness.testing import rng
+from harness.testing import rng, run_seed
 
 # The detector's thresholds in every drill: a heartbeat every 50 ms, suspect after 300 ms of
 # silence, dead after 1.5 s. A fault fires 0.6 s into a 3.0 s drill: 0.9 s of margin after the
@@ -68,11 +74,36 @@ class Drill:
 _DRILLS: dict[str, Drill] = {}
 
 
+def _cache_file(netcluster: Any, jobs: Any, kind: str) -> Path | None:
+    """Where the drill of `kind` for this run seed is kept between pytest processes: a drill runs
+    no code of yours, so `kata verify`'s runs of one seed (the reference, then every shortcut)
+    measure it once. Keyed by the seed and the given code; None where there is no cache."""
+    try:
+        from harness.native.cache import cache_root
+
+        given = b"".join(Path(m.__file__).read_bytes() for m in (netcluster, jobs))
+        key = hashlib.sha256(
+            given + repr((run_seed(), kind, PERIOD, FAULT_AT, DURATION)).encode()
+        ).hexdigest()[:24]
+        return cache_root() / "multinode-faults-drills" / f"{key}.json"
+    except Exception:  # no cache here: run the drill
+        return None
+
+
 def run_drill(netcluster: Any, jobs: Any, kind: str) -> Drill:
     """A cluster of 3 to 5 hosts, one fault of `kind` on a host or link drawn from the run
     seed, every host running jobs.drill; the cluster is gone (checked) when this returns."""
     if kind in _DRILLS:
         return _DRILLS[kind]
+    cached = _cache_file(netcluster, jobs, kind)
+    if cached is not None and cached.exists():
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            d = json.loads(cached.read_text())
+            fault = netcluster.Fault(**{**d["fault"], "link": tuple(d["fault"]["link"])
+                                        if d["fault"]["link"] else None})  # fmt: skip
+            traces = {int(h): _int_keys(t) for h, t in d["traces"].items()}
+            _DRILLS[kind] = Drill(kind, d["hosts"], fault, d["fault_time"], traces)
+            return _DRILLS[kind]
     g = rng(f"drill-{kind}")
     n = int(g.integers(3, 6))
     a, b = (int(x) for x in g.choice(n, 2, replace=False))
@@ -90,15 +121,27 @@ def run_drill(netcluster: Any, jobs: Any, kind: str) -> Drill:
     traces = {}
     for r in res.results:
         if r.finished and r.error is None:
-            tr = netcluster.unplain(r.value)
-            tr["heartbeats"] = {int(p): v for p, v in tr["heartbeats"].items()}
-            tr["closed"] = {int(p): v for p, v in tr["closed"].items()}
-            tr["probes"] = {int(p): v for p, v in tr["probes"].items()}
-            traces[r.host] = tr
+            traces[r.host] = _int_keys(netcluster.unplain(r.value))
         elif r.error is not None:
             raise AssertionError(f"host {r.host} of the {kind} drill raised {r.error}")
     _DRILLS[kind] = Drill(kind, n, fault, fired[0], traces)
+    if cached is not None:
+        with contextlib.suppress(OSError):
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"hosts": n, "fault": dataclasses.asdict(fault),
+                                       "fault_time": fired[0], "traces": traces}))  # fmt: skip
+            os.replace(tmp, cached)
+            kept = sorted(cached.parent.glob("*.json"), key=lambda f: f.stat().st_mtime)
+            for old in kept[:-36]:  # the last six seeds' drills: fresh seeds never pile up
+                old.unlink()
     return _DRILLS[kind]
+
+
+def _int_keys(trace: dict[str, Any]) -> dict[str, Any]:
+    for k in ("heartbeats", "closed", "probes"):
+        trace[k] = {int(p): v for p, v in trace[k].items()}
+    return trace
 
 
 @pytest.fixture(scope="module")
