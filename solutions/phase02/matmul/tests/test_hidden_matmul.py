@@ -75,7 +75,9 @@ def test_naive_random_shapes(cuda, tile, mnk):
 
 
 def traced(cuda, tile, name, M, N, K):
-    """The traced run of `name` on random M x K, K x N: (trace, C is A @ B)."""
+    """The traced run of `name` on random M x K, K x N: (trace, C is A @ B). The gates below
+    judge the accesses of a kernel whose C is right only: a wrong C (a wrong index, a missing
+    barrier) is the result tests' to report, in their own words."""
     f = cuda.module("matmul.cu", options=[f"-DTILE={tile}"], backend="cpu").get_function(name)
     rng = np.random.default_rng(seeded(f"matmul traced {name} {tile} {M} {N} {K}"))
     A = rng.standard_normal((M, K), dtype=np.float32)
@@ -122,7 +124,7 @@ def test_tiled_inner_loop_reads_shared_memory(cuda, tile, kata_rng):
     t, right = traced(cuda, tile, "matmul_tiled", M, N, K)
     steps = -(-K // tile)
     limit = 2 * steps
-    assert t.thread_reads <= limit, (
+    assert not right or t.thread_reads <= limit, (
         f"TILE={tile}: a thread of matmul_tiled makes {t.thread_reads} global reads (loads and "
         f"atomics) for {M}x{N}x{K}; a tiled kernel's threads make at most {limit} (2 per tile "
         f"step) and read the rest from shared memory ({t.loads['shared']} shared loads here)"
@@ -152,10 +154,10 @@ def test_tiled_tile_loads_are_coalesced(cuda, tile, kata_rng):
     row of the strip, a warp reads one or two runs of consecutive floats: at most 4 sectors (K
     and N multiples of 8 keep the runs aligned to sectors)."""
     M, N, K = shape_of(kata_rng, multiple=8)
-    t, _ = traced(cuda, tile, "matmul_tiled", M, N, K)
+    t, right = traced(cuda, tile, "matmul_tiled", M, N, K)
     loads = [s for s in t.lines if s.kind == "load"]
     worst = max((s.sectors_per_request for s in loads), default=0.0)
-    assert worst <= 4.0, (
+    assert not right or worst <= 4.0, (
         f"TILE={tile}: {worst:.1f} sectors per warp load on average on one line of matmul_tiled "
         f"for {M}x{N}x{K} (at most 4 when a warp reads consecutive floats of a row of A or B)"
         f"\n{t.report()}"
@@ -172,10 +174,10 @@ def test_naive_loads_are_coalesced(cuda, tile, kata_rng):
     threadIdx.x on the column, B's loads are consecutive floats and A's one broadcast address:
     at most 4 sectors per warp request (TILE=16: a warp spans two rows of the block)."""
     M, N, K = shape_of(kata_rng, multiple=8)
-    t, _ = traced(cuda, tile, "matmul_naive", M, N, K)
+    t, right = traced(cuda, tile, "matmul_naive", M, N, K)
     loads = [s for s in t.lines if s.kind == "load"]
     worst = max((s.sectors_per_request for s in loads), default=0.0)
-    assert worst <= 4.0, (
+    assert not right or worst <= 4.0, (
         f"TILE={tile}: {worst:.1f} sectors per warp load on average on one line of matmul_naive "
         f"for {M}x{N}x{K} (at most 4 when a warp reads consecutive floats of B and one address "
         f"of A)\n{t.report()}"
