@@ -76,6 +76,20 @@ def overlaps(log: Path) -> list[str]:
     )
 
 
+def most_overlapped(log: Path) -> str:
+    """The entry point in the most overlaps (both sides counted): the one left unlocked."""
+    from collections import Counter
+
+    pairs = [
+        ln.split()[3::2] for ln in log.read_text().splitlines() if ln.split()[2] == "concurrent"
+    ]
+    seen = Counter(e for pair in pairs for e in set(pair))
+    if not seen:
+        return ""
+    entry, n = seen.most_common(1)[0]
+    return f"{entry} is in {n} of the {len(pairs)} overlaps"
+
+
 @pytest.mark.kata_gate(
     "a backend without HAL_CAP_THREADSAFE was entered by two threads at once, under random mixes "
     "of every entry point from several threads"
@@ -104,7 +118,8 @@ def test_threads_random_mixes_enter_a_backend_one_at_a_time(
         assert out["errors"] == [], f"{nthreads} threads (caps {caps}): {out['errors'][:3]}"
         found = overlaps(log)
         assert not found, (
-            f"{nthreads} threads, caps {caps}: calls into the backend overlapped in {found}"
+            f"{nthreads} threads, caps {caps}: calls into the backend overlapped in {found}; "
+            f"{most_overlapped(log)}"
         )
         inits = [
             ln

@@ -8,8 +8,8 @@
 // Table slots the core must not read (past `size`, or of a minor newer than `minor`) hold
 // TRIPWIRES: a call there logs "tripwire <slot>" and answers HAL_ERROR_LAUNCH_FAILED. Every
 // real call logs "<pid> <name> call <entry>"; a call that overlaps another call into the same
-// backend logs "concurrent <entry>" (the core must serialise a backend without
-// HAL_CAP_THREADSAFE). A copy or memset outside its allocation logs "oob <entry>". Every call
+// backend logs "concurrent <entry> while <the entry entered before it>" (the core must
+// serialise a backend without HAL_CAP_THREADSAFE). A copy or memset outside its allocation logs "oob <entry>". Every call
 // looks for hal_probe_marker in the process's global namespace and logs "global" when it is
 // there (the backend was loaded, or later promoted, RTLD_GLOBAL). shutdown logs what is still
 // live ("left mem=0 streams=0 events=0 modules=0": the core frees what the application left).
@@ -62,12 +62,15 @@ static void logf_(const char* fmt, ...) {
 }
 
 static int g_live_streams, g_live_events, g_live_modules;
+static const char* volatile g_in_what;  // the entry last entered (for the overlap's message)
 
 static void enter(const char* what) {
     logf_("call %s", what);
     void* self = dlopen(NULL, RTLD_NOW);  // the program's handle: the global scope only
     if (self != NULL && dlsym(self, "hal_probe_marker") != NULL) logf_("global");
-    if (__sync_add_and_fetch(&g_inside, 1) > 1) logf_("concurrent %s", what);
+    const char* other = g_in_what;
+    if (__sync_add_and_fetch(&g_inside, 1) > 1) logf_("concurrent %s while %s", what, other ? other : "?");
+    g_in_what = what;
     if (C.dwell_us > 0) usleep(C.dwell_us);
 }
 static void leave(void) { __sync_sub_and_fetch(&g_inside, 1); }
