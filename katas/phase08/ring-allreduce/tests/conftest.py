@@ -241,17 +241,55 @@ def peers() -> Any:
             return os.pipe()
 
         @staticmethod
-        def first_slice_then_leave(slice_elems: int, pipe: tuple[int, int], limit: float) -> Any:
-            """Send your right neighbour only the first slice of your reduce-scatter chunk, wait
-            until the recorder is done (at most `limit` s), then close every socket."""
+        def first_slices_then_leave(
+            slice_elems: int, pipe: tuple[int, int], limit: float, k: int = 1
+        ) -> Any:
+            """Send your right neighbour only the first k slices of your reduce-scatter chunk,
+            wait until the recorder is done (at most `limit` s), then close every socket."""
 
             def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
                 a, b = _bounds(x.size, comm.size)[comm.rank]
-                first = x[a : min(b, a + slice_elems)]
-                comm.peer(comm.right).sendall(_frame(0, first.tobytes()))
+                for j in range(k):
+                    part = x[a + j * slice_elems : min(b, a + (j + 1) * slice_elems)]
+                    comm.peer(comm.right).sendall(_frame(0, part.tobytes()))
                 select.select([pipe[0]], [], [], limit)
                 for s in comm.peers.values():
                     s.close()
+
+            return role
+
+        @staticmethod
+        def ring_steps_then(fail: str, steps: int) -> Any:
+            """The ring, faithfully (README, "The ring, exactly"), for `steps` of its 2(n-1)
+            receiving steps (reduce-scatter first, then all-gather), then die or stall."""
+
+            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
+                n, r = comm.size, comm.rank
+                se, op = kwargs.get("slice_elems", 1 << 16), kwargs.get("op", "sum")
+                out, bounds = x.copy(), _bounds(x.size, comm.size)
+                right, left = comm.peer(comm.right), comm.peer(comm.left)
+
+                def frames(c: int) -> list[tuple[int, int]]:
+                    a, b = bounds[c]
+                    return [(a, b)] if a == b else [(i, min(i + se, b)) for i in range(a, b, se)]
+
+                for a, b in frames(r):
+                    right.sendall(_frame(0, out[a:b].tobytes()))
+                for step in range(steps):
+                    gather = step >= n - 1
+                    c = (r - step - 1) % n if not gather else (r - (step - (n - 1))) % n
+                    for a, b in frames(c):
+                        f = _read_frame(left)
+                        if f is None:
+                            os._exit(18)
+                        got = np.frombuffer(f[1], dtype=out.dtype)
+                        out[a:b] = got if gather else _op(op, got, out[a:b])
+                        if step < 2 * (n - 1) - 1:
+                            right.sendall(_frame(0, out[a:b].tobytes()))
+                time.sleep(0.05)
+                if fail == "die":
+                    os._exit(17)
+                time.sleep(3600)
 
             return role
 

@@ -130,7 +130,7 @@ def test_pipeline_forwards_a_slice_before_its_chunk_is_complete(
     own = len(cluster.slices(20, 40, slice_elems))
     job = cluster.run(
         ring.ring_allreduce, xs, slice_elems=slice_elems, timeout=3.0, deadline=15.0,
-        roles={0: peers.first_slice_then_leave(slice_elems, pipe, 10.0),
+        roles={0: peers.first_slices_then_leave(slice_elems, pipe, 10.0),
                2: peers.record_from_left(own + 1, pipe)},
     )  # fmt: skip
     honest_errors(job)

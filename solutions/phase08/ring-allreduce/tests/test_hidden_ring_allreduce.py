@@ -316,34 +316,35 @@ def test_pipeline_forwarding_fresh(
     dtype = str(kata_rng.choice(["float32", "int32", "float16"]))
     op = str(kata_rng.choice(["sum", "max"]))
     slice_elems = int(kata_rng.integers(4, 200))
-    count = n * slice_elems * int(kata_rng.integers(2, 5)) + int(kata_rng.integers(0, n))
+    count = n * slice_elems * int(kata_rng.integers(3, 6)) + int(kata_rng.integers(0, n))
     xs = make_inputs(kata_rng, n, count, dtype)
     bounds = cluster.chunk_bounds(count, n)
     own = len(cluster.slices(*bounds[me], slice_elems))
+    sent = int(kata_rng.integers(2, len(cluster.slices(*bounds[left], slice_elems))))
     pipe = peers.done()
     roles = {k: peers.wait_then_leave(pipe, 20.0) for k in range(n) if k not in (left, me, right)}
-    roles[left] = peers.first_slice_then_leave(slice_elems, pipe, 20.0)
-    roles[right] = peers.record_from_left(own + 1, pipe)
+    roles[left] = peers.first_slices_then_leave(slice_elems, pipe, 20.0, sent)
+    roles[right] = peers.record_from_left(own + sent, pipe)
     job = cluster.run(
         ring.ring_allreduce, xs, op=op, slice_elems=slice_elems, timeout=3.0, deadline=20.0,
         roles=roles,
     )  # fmt: skip
     honest_errors(job)
     frames = job.results[right].role_value or []
-    a = bounds[left][0]
-    b = a + min(slice_elems, bounds[left][1] - a)
-    reduced = (np.add if op == "sum" else np.maximum)(xs[left][a:b], xs[me][a:b])
     what = (
         f"ring_allreduce on rank {me} of {n} ({count} x {dtype}, op={op!r}, slice_elems="
-        f"{slice_elems}) when rank {left} sent it only the first slice of chunk {left}"
+        f"{slice_elems}) when rank {left} sent it only the first {sent} slice(s) of chunk {left}"
     )
-    assert len(frames) == own + 1, (
+    assert len(frames) == own + sent, (
         f"{what}: rank {me} sent rank {right} {len(frames)} frames, expected its own chunk "
-        f"({own} frames) and then the reduced slice [{a}, {b}) of chunk {left}"
+        f"({own} frames) and then the {sent} reduced slice(s) it had received"
     )
-    assert frames[own] == [0, reduced.tobytes().hex()], (
-        f"{what}: frame {own + 1} rank {me} sent was not op(x{left}[{a}:{b}], x{me}[{a}:{b}])"
-    )
+    for j, (a, b) in enumerate(cluster.slices(*bounds[left], slice_elems)[:sent]):
+        reduced = (np.add if op == "sum" else np.maximum)(xs[left][a:b], xs[me][a:b])
+        assert frames[own + j] == [0, reduced.tobytes().hex()], (
+            f"{what}: frame {own + j + 1} rank {me} sent was not op(x{left}[{a}:{b}], "
+            f"x{me}[{a}:{b}])"
+        )
 
 
 BUSBW_FRACTION = 1 / 20  # of cluster.link_bandwidth: the reference reaches 1/4 to 1/2 (README)
@@ -499,11 +500,14 @@ def _fault_case(
     else:
         n = int(kata_rng.integers(2, 7))
         failed = int(kata_rng.integers(0, n))
+        steps = int(
+            kata_rng.integers(0, 2 * n - 3)
+        )  # ring steps it does first (some still need it)
         role = {
             "die": cluster.die,
             "stall": cluster.stall,
-            "die_mid": cluster.die_after_first_step,
-            "stall_mid": cluster.stall_after_first_step,
+            "die_mid": peers.ring_steps_then("die", steps),
+            "stall_mid": peers.ring_steps_then("stall", steps),
         }[mode]
     timeout = float(kata_rng.uniform(0.8, 1.5))
     bound = 3 * timeout + 1.0
@@ -515,10 +519,13 @@ def _fault_case(
         kwargs["slice_elems"] = int(kata_rng.integers(16, 1024))
     if algorithm == "all_reduce":
         kwargs["threshold_bytes"] = int(kata_rng.choice([1, 1 << 20]))
+    how = {"die": "dying at the start", "stall": "stalling at the start"}.get(mode)
+    if how is None:
+        done = f"{steps} ring steps" if algorithm == "ring_allreduce" else "its first message"
+        how = f"{'dying' if mode == 'die_mid' else 'stalling'} after {done}"
     what = (
-        f"{algorithm}(n={n}, {count} x float32, {kwargs}) with rank {failed} "
-        f"{mode.replace('_mid', 'ing after its first message').replace('die', 'dy')}"
-        f"{'' if mode.endswith('mid') else 'ing from the start'} (comm.timeout={timeout:.2f} s)"
+        f"{algorithm}(n={n}, {count} x float32, {kwargs}) with rank {failed} {how} "
+        f"(comm.timeout={timeout:.2f} s)"
     )
     job = cluster.run(
         getattr(ring, algorithm), xs, timeout=timeout, deadline=bound + 2.0,
