@@ -40,9 +40,16 @@ def errno_of(f, *args):
         return errno.errorcode.get(e.errno, e.errno)
     return 0
 """
+# The driver's calls of libc's allocators go to kshim.c's counting wrappers (not a kernel allocator)
+LIBC_ALLOCATORS = (
+    "malloc", "calloc", "realloc", "reallocarray", "free", "strdup", "strndup", "posix_memalign",
+    "aligned_alloc", "memalign", "valloc",
+)  # fmt: skip
 NOT_STARTED = "kgpu: not started: "
 LEAK = "kgpu: leak: "
 ALLOCATED = "kgpu: allocated now: "
+IN_THE_DRIVER = "kgpu: in the driver now: "
+IOCTL_NAMES = {0: "INFO", 1: "SET_PARAM", 2: "GET_PARAM", 3: "SUBMIT", 4: "WAIT"}  # _IOC_NR
 
 
 def _untold(env: dict[str, str]) -> dict[str, str]:
@@ -82,7 +89,7 @@ def build(
         [source(s) for s in KERNEL_SOURCES],
         lang="c",
         flags=("-pthread",),
-        link_flags=("-pthread",),
+        link_flags=("-pthread", "-Wl," + ",".join(f"--wrap={f}" for f in LIBC_ALLOCATORS)),
         sanitize=tuple(sanitize),
         include_dirs=include,
         root=source("kgpu.c").parent,
@@ -123,7 +130,9 @@ class Kernel:
         env = {k: v for k, v in _untold(dict(os.environ)).items() if k != "LD_PRELOAD"}
         if self.irq_delay_us:
             env["KGPU_IRQ_DELAY_US"] = str(self.irq_delay_us)
-        env["TSAN_OPTIONS"] = "halt_on_error=0:exitcode=66:second_deadlock_stack=1"
+        # io_sync=0: a reply on one socket orders nothing for the next request on another (two
+        # system calls of two processes are not ordered in a kernel either)
+        env["TSAN_OPTIONS"] = "halt_on_error=0:exitcode=66:second_deadlock_stack=1:io_sync=0"
         return env
 
     def _ready(self, timeout: float) -> None:
@@ -169,22 +178,25 @@ class Kernel:
         label = "kgpu.c (a user program waiting on the driver)"
         with hangs.running(hangs.NATIVE, f"kgpu-kernel:{self.built.kernel}", label):
             limit = hangs.launch_limit(timeout)
-            try:
-                return subprocess.run(
-                    [str(a) for a in argv],
-                    input=stdin,
-                    capture_output=True,
-                    text=True,
-                    timeout=limit,
-                    env=self.env(**extra),
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                raise ProgramTimeout(
-                    f"{Path(str(argv[0])).name} did not finish within {limit:.3g} s (a WAIT "
-                    "that ignores its timeout, a lock never released?)\n"
-                    f"--- kernel log ---\n{_tail(self.log())}"
-                ) from None
+            with subprocess.Popen(
+                [str(a) for a in argv],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self.env(**extra),
+            ) as proc:
+                try:
+                    out, err = proc.communicate(stdin, timeout=limit)
+                except subprocess.TimeoutExpired:
+                    stuck = self.in_the_driver()  # before the kill ends the calls
+                    proc.kill()
+                    proc.communicate()
+                    raise ProgramTimeout(
+                        f"{Path(str(argv[0])).name} did not finish within {limit:.3g} s: "
+                        f"{_stuck_sentence(stuck)}\n--- kernel log ---\n{_tail(self.log())}"
+                    ) from None
+            return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def python(self, code: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
         """Run Python code (it may `import kgpu`) as a user program. The code goes in on stdin,
@@ -240,23 +252,48 @@ class Kernel:
         fd = self._log.fileno()
         return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
-    def allocated(self, timeout: float = 5.0) -> tuple[int, int]:
-        """What the driver holds now: (kmalloc'd bytes, vmalloc_user bytes), from the kernel's
-        own count (SIGUSR1 makes it print one "kgpu: allocated now:" line)."""
-        seen = self.log().count(ALLOCATED)
-        self.proc.send_signal(signal.SIGUSR1)
+    def allocated(self, timeout: float = 5.0) -> tuple[int, int, int]:
+        """What the driver holds now: (kmalloc'd bytes, vmalloc_user bytes, bytes from libc's
+        malloc), from the kernel's own count (SIGUSR1 makes it print one "kgpu: allocated
+        now:" line)."""
+        line = self._report(ALLOCATED, timeout)
+        # "N kmalloc (B bytes) and M vmalloc_user (V bytes) and L libc malloc (C bytes)"
+        words = line.replace("(", "").split()
+        return int(words[2]), int(words[7]), int(words[13])
+
+    def in_the_driver(self, timeout: float = 2.0) -> list[tuple[str, float]]:
+        """The driver calls in progress now: [("poll", seconds), ("ioctl WAIT", seconds) ...];
+        [] when the kernel cannot say (it died, or did not answer in time)."""
+        try:
+            line = self._report(IN_THE_DRIVER, timeout)
+        except AssertionError:
+            return []
+        calls = []
+        for part in line.split("; "):
+            words = part.split()
+            if len(words) < 3 or words[-1] != "s":
+                continue
+            what = words[0]
+            if what == "ioctl" and len(words) >= 5:
+                nr = int(words[2])
+                what = f"ioctl {IOCTL_NAMES.get(nr, f'nr {nr}')}"
+            calls.append((what, float(words[-2])))
+        return calls
+
+    def _report(self, prefix: str, timeout: float) -> str:
+        """SIGUSR1, then the new line of the kernel's report that starts with `prefix`."""
+        seen = self.log().count(prefix)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGUSR1)
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            lines = [ln for ln in self.log().splitlines() if ALLOCATED in ln]
+            lines = [ln for ln in self.log().splitlines() if prefix in ln]
             if len(lines) > seen:
-                words = lines[-1].split(ALLOCATED, 1)[1].replace("(", "").split()
-                return int(words[2]), int(
-                    words[7]
-                )  # "N kmalloc (B bytes) and M vmalloc_user (V bytes)"
+                return lines[-1].split(prefix, 1)[1]
             if self.proc.poll() is not None:
                 break
             time.sleep(0.01)
-        raise AssertionError(f"the kernel did not report its allocations:\n{_tail(self.log())}")
+        raise AssertionError(f"the kernel did not report ({prefix.strip()}):\n{_tail(self.log())}")
 
     def not_started(self) -> str | None:
         """The first "not started" line of the log: a stub returned KGPU_TODO."""
@@ -289,6 +326,25 @@ class Kernel:
     def __exit__(self, *exc: object) -> None:
         if not self._log.closed:
             self.stop()
+
+
+# Why a driver call does not return, by call: what a learner looks at first.
+_STUCK_WHY = {
+    "poll": "poll_wait on the queue the interrupt handler wakes? a mask that never changes?",
+    "ioctl WAIT": "a WAIT that ignores its timeout, or never wakes? a lock never released?",
+    "open": "a lock never released?",
+    "close": "release waiting for something that never comes? a lock never released?",
+}
+
+
+def _stuck_sentence(calls: list[tuple[str, float]]) -> str:
+    """What the program waited in: the longest driver call in progress, named."""
+    if not calls:
+        return "no driver call was in progress (the program itself did not end?)"
+    what, seconds = max(calls, key=lambda c: c[1])
+    why = _STUCK_WHY.get(what, "a lock never released? a wait that never ends?")
+    more = f" ({len(calls) - 1} more call(s) in progress)" if len(calls) > 1 else ""
+    return f"it was in the driver's {what} for {seconds:.3g} s ({why}){more}"
 
 
 def _tail(text: str, lines: int = 15) -> str:

@@ -44,6 +44,13 @@ struct kgpu_hw {
 	kgpu_irq_fn irq;
 };
 
+#ifndef __KERNEL__
+/* The devices, for kgpu_hw_in_use: the kernel shim asks it before kfree and vfree. */
+#define KGPU_HW_DEVICES 4
+static struct kgpu_hw *kgpu_hw_devices[KGPU_HW_DEVICES];
+static DEFINE_SPINLOCK(kgpu_hw_devices_lock);
+#endif
+
 static void channel_error(struct kgpu_hw_channel *ch, const char *what)
 {
 	ch->error = true;
@@ -187,6 +194,9 @@ static int irq_thread(void *data)
 struct kgpu_hw *kgpu_hw_create(kgpu_irq_fn irq)
 {
 	struct kgpu_hw *hw = kzalloc(sizeof(*hw), GFP_KERNEL);
+#ifndef __KERNEL__
+	unsigned int i;
+#endif
 
 	if (!hw)
 		return NULL;
@@ -206,6 +216,16 @@ struct kgpu_hw *kgpu_hw_create(kgpu_irq_fn irq)
 		kfree(hw);
 		return NULL;
 	}
+#ifndef __KERNEL__
+	spin_lock(&kgpu_hw_devices_lock);
+	for (i = 0; i < KGPU_HW_DEVICES; i++) {
+		if (!kgpu_hw_devices[i]) {
+			kgpu_hw_devices[i] = hw;
+			break;
+		}
+	}
+	spin_unlock(&kgpu_hw_devices_lock);
+#endif
 	return hw;
 }
 
@@ -215,6 +235,14 @@ void kgpu_hw_destroy(struct kgpu_hw *hw)
 
 	if (!hw)
 		return;
+#ifndef __KERNEL__
+	spin_lock(&kgpu_hw_devices_lock);
+	for (i = 0; i < KGPU_HW_DEVICES; i++) {
+		if (kgpu_hw_devices[i] == hw)
+			kgpu_hw_devices[i] = NULL;
+	}
+	spin_unlock(&kgpu_hw_devices_lock);
+#endif
 	kthread_stop(hw->engine);
 	kthread_stop(hw->irq_thread);
 	spin_lock(&hw->lock);
@@ -319,3 +347,48 @@ void kgpu_hw_unbind(struct kgpu_hw_channel *ch)
 	wait_event(hw->idle_wq, READ_ONCE(hw->in_irq) != ch); /* its handler has returned */
 	kfree(ch);
 }
+
+#ifndef __KERNEL__
+static bool overlaps(const void *p, unsigned long len, const void *start, unsigned long size)
+{
+	const u8 *a = p, *b = start;
+
+	return a < b + size && b < a + (len ? len : 1);
+}
+
+/* Whether [p, p + len) is still used by a bound channel: its ring, its memory or its interrupt
+ * cookie. The kernel shim calls it from kfree and vfree (a free before kgpu_hw_unbind is a use
+ * after free); the channel's id, or -1. */
+int kgpu_hw_in_use(const void *p, unsigned long len, const char **what)
+{
+	int found = -1;
+	unsigned int d, i;
+
+	spin_lock(&kgpu_hw_devices_lock);
+	for (d = 0; d < KGPU_HW_DEVICES && found < 0; d++) {
+		struct kgpu_hw *hw = kgpu_hw_devices[d];
+
+		if (!hw)
+			continue;
+		spin_lock(&hw->lock);
+		for (i = 0; i < KGPU_HW_CHANNELS && found < 0; i++) {
+			struct kgpu_hw_channel *ch = hw->channels[i];
+
+			if (!ch)
+				continue;
+			if (overlaps(p, len, ch->ring, KGPU_RING_BYTES))
+				*what = "the ring";
+			else if (overlaps(p, len, ch->vram, KGPU_VRAM_BYTES))
+				*what = "the memory";
+			else if (ch->cookie && overlaps(p, len, ch->cookie, 1))
+				*what = "the interrupt cookie (the handler's argument)";
+			else
+				continue;
+			found = ch->id;
+		}
+		spin_unlock(&hw->lock);
+	}
+	spin_unlock(&kgpu_hw_devices_lock);
+	return found;
+}
+#endif

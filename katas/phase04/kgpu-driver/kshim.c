@@ -3,8 +3,9 @@
  *   ./kernel NAME     load the module (module_init), serve user programs on the abstract unix
  *                     socket NAME (kgpu_preload.c connects to it), print "kgpu-kernel: ready";
  *                     on SIGTERM release what is still open, unload (module_exit) and report
- *                     memory the module did not free; on SIGUSR1 report what the module has
- *                     allocated now (the tests compare it before and after opens and closes).
+ *                     memory the module did not free; on SIGUSR1 report the driver calls in
+ *                     progress and what the module has allocated now (the tests compare it
+ *                     before and after opens and closes, and name the call a program hung in).
  *
  * Each request of a user program runs on a thread of its own here, as system calls run on the
  * calling task in Linux: two threads of a program calling ioctl at once reach your driver at
@@ -12,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -27,8 +29,54 @@
 
 #define KGPU_TODO (-4000) /* kgpu_kernel.h's */
 
+/* The kernel is built with -Wl,--wrap=malloc,... (kernel.py): the driver's calls of libc's
+ * allocators land in the __wrap_ functions below and are counted (libc's heap is not a kernel
+ * allocator: kmalloc and vmalloc_user are). The shim's own bookkeeping uses the real ones. */
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+void __real_free(void *p);
+#define malloc __real_malloc
+#define calloc __real_calloc
+#define realloc __real_realloc
+#define free __real_free
+
+/* The simulated GPU (kgpu_hw.c) says whether memory is still used by a bound channel: its
+ * ring, its memory or its interrupt cookie (the channel's id, what in *what), else -1. */
+int kgpu_hw_in_use(const void *p, unsigned long len, const char **what) __attribute__((weak));
+
 extern kshim_initcall_t kshim_module_init __attribute__((weak));
 extern kshim_exitcall_t kshim_module_exit __attribute__((weak));
+
+/* Under ThreadSanitizer the shim's own bookkeeping (the allocators' counts, the device lookup
+ * of open) orders nothing: its locks would otherwise order every two opens, and a driver's
+ * unsynchronised counter would pass. The driver's and the GPU's locks still order. */
+#if defined(__SANITIZE_THREAD__)
+void AnnotateIgnoreSyncBegin(const char *file, int line);
+void AnnotateIgnoreSyncEnd(const char *file, int line);
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+void AnnotateIgnoreWritesBegin(const char *file, int line);
+void AnnotateIgnoreWritesEnd(const char *file, int line);
+#define QUIET_BEGIN()                                           \
+	do {                                                    \
+		AnnotateIgnoreSyncBegin(__FILE__, __LINE__);    \
+		AnnotateIgnoreReadsBegin(__FILE__, __LINE__);   \
+		AnnotateIgnoreWritesBegin(__FILE__, __LINE__);  \
+	} while (0)
+#define QUIET_END()                                             \
+	do {                                                    \
+		AnnotateIgnoreWritesEnd(__FILE__, __LINE__);    \
+		AnnotateIgnoreReadsEnd(__FILE__, __LINE__);     \
+		AnnotateIgnoreSyncEnd(__FILE__, __LINE__);      \
+	} while (0)
+#else
+#define QUIET_BEGIN() do { } while (0)
+#define QUIET_END() do { } while (0)
+#endif
+/* The allocators' lock: bookkeeping only, invisible to ThreadSanitizer (see QUIET_BEGIN). */
+#define ALLOC_LOCK() do { QUIET_BEGIN(); pthread_mutex_lock(&alloc_lock); } while (0)
+#define ALLOC_UNLOCK() do { pthread_mutex_unlock(&alloc_lock); QUIET_END(); } while (0)
 
 /* ------------------------------------------------------------------ printk */
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,10 +130,10 @@ void *kmalloc(size_t size, gfp_t flags)
 		return NULL;
 	h->magic = KMAGIC;
 	h->size = size;
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	kmallocs++;
 	kmalloc_bytes += (long)size;
-	pthread_mutex_unlock(&alloc_lock);
+	ALLOC_UNLOCK();
 	return h + 1;
 }
 
@@ -105,6 +153,25 @@ void *kcalloc(size_t n, size_t size, gfp_t flags)
 	return kzalloc(n * size, flags);
 }
 
+static long use_after_frees; /* frees of memory a bound channel still used, under alloc_lock */
+
+/* Freeing what the GPU may still touch (before kgpu_hw_unbind) is a use after free: the engine
+ * writes into freed memory, the interrupt calls the handler with a freed cookie. */
+static void check_in_use(const char *how, const void *p, unsigned long len)
+{
+	const char *what = "";
+	int ch = kgpu_hw_in_use ? kgpu_hw_in_use(p, len, &what) : -1;
+
+	if (ch < 0)
+		return;
+	ALLOC_LOCK();
+	use_after_frees++;
+	ALLOC_UNLOCK();
+	printk("kgpu: BUG: use after free: %s(%p) frees %s of GPU channel %d, still bound: the "
+	       "engine and the interrupt may still use it (kgpu_hw_unbind first, then free)\n",
+	       how, p, what, ch);
+}
+
 void kfree(const void *p)
 {
 	struct khdr *h;
@@ -117,10 +184,12 @@ void kfree(const void *p)
 		abort();
 	}
 	h->magic = 0;
-	pthread_mutex_lock(&alloc_lock);
+	check_in_use("kfree", p, (unsigned long)h->size);
+	ALLOC_LOCK();
 	kmallocs--;
 	kmalloc_bytes -= (long)h->size;
-	pthread_mutex_unlock(&alloc_lock);
+	ALLOC_UNLOCK();
+	memset(h + 1, 0x6b, h->size); /* POISON_FREE, as SLUB's debug: a use after free reads it */
 	free(h);
 }
 
@@ -157,10 +226,10 @@ void *vmalloc_user(unsigned long size)
 	v->addr = p;
 	v->size = len;
 	v->memfd = fd;
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	v->next = vmems;
 	vmems = v;
-	pthread_mutex_unlock(&alloc_lock);
+	ALLOC_UNLOCK();
 	return p; /* a new memfd reads as zeros */
 }
 
@@ -175,7 +244,7 @@ void vfree(const void *p)
 
 	if (!p)
 		return;
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	for (pp = &vmems; *pp; pp = &(*pp)->next) {
 		if ((*pp)->addr == p) {
 			v = *pp;
@@ -183,15 +252,119 @@ void vfree(const void *p)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&alloc_lock);
+	ALLOC_UNLOCK();
 	if (!v) {
 		printk("BUG: vfree(%p): not from vmalloc_user, or freed twice\n", p);
 		abort();
 	}
+	check_in_use("vfree", v->addr, v->size);
 	munmap(v->addr, v->size); /* user mappings keep the pages: they hold the memfd */
 	close(v->memfd);
 	free(v);
 }
+
+/* libc's allocators called by the driver (see the top): counted like kmalloc. */
+static long libc_allocs, libc_bytes; /* outstanding, under alloc_lock */
+static int libc_said;
+
+static void *libc_count(void *p, const char *fn)
+{
+	int first;
+
+	if (!p)
+		return NULL;
+	ALLOC_LOCK();
+	libc_allocs++;
+	libc_bytes += (long)malloc_usable_size(p);
+	first = !libc_said;
+	libc_said = 1;
+	ALLOC_UNLOCK();
+	if (first)
+		printk("kgpu: the driver called %s(): libc's heap is not a kernel allocator (kmalloc, "
+		       "kzalloc, vmalloc_user); counted with what it holds\n", fn);
+	return p;
+}
+
+static void libc_uncount(void *p)
+{
+	if (!p)
+		return;
+	ALLOC_LOCK();
+	libc_allocs--;
+	libc_bytes -= (long)malloc_usable_size(p);
+	ALLOC_UNLOCK();
+}
+
+void *__wrap_malloc(size_t size) { return libc_count(__real_malloc(size), "malloc"); }
+void *__wrap_calloc(size_t n, size_t size) { return libc_count(__real_calloc(n, size), "calloc"); }
+void __wrap_free(void *p) { libc_uncount(p); __real_free(p); }
+
+void *__wrap_realloc(void *p, size_t size)
+{
+	void *q;
+
+	libc_uncount(p);
+	q = __real_realloc(p, size);
+	if (!q && p && size) /* failed: p is still allocated */
+		return libc_count(p, "realloc"), NULL;
+	return libc_count(q, "realloc");
+}
+
+void *__wrap_reallocarray(void *p, size_t n, size_t size)
+{
+	if (size && n > (size_t)-1 / size) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __wrap_realloc(p, n * size);
+}
+
+char *__wrap_strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = __real_malloc(n);
+
+	if (p)
+		memcpy(p, s, n);
+	return libc_count(p, "strdup");
+}
+
+char *__wrap_strndup(const char *s, size_t max)
+{
+	size_t n = strnlen(s, max);
+	char *p = __real_malloc(n + 1);
+
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = 0;
+	}
+	return libc_count(p, "strndup");
+}
+
+int __real_posix_memalign(void **p, size_t align, size_t size);
+int __wrap_posix_memalign(void **p, size_t align, size_t size)
+{
+	int ret = __real_posix_memalign(p, align, size);
+
+	if (ret == 0)
+		libc_count(*p, "posix_memalign");
+	return ret;
+}
+
+void *__real_aligned_alloc(size_t align, size_t size);
+void *__wrap_aligned_alloc(size_t align, size_t size)
+{
+	return libc_count(__real_aligned_alloc(align, size), "aligned_alloc");
+}
+
+void *__real_memalign(size_t align, size_t size);
+void *__wrap_memalign(size_t align, size_t size)
+{
+	return libc_count(__real_memalign(align, size), "memalign");
+}
+
+void *__real_valloc(size_t size);
+void *__wrap_valloc(size_t size) { return libc_count(__real_valloc(size), "valloc"); }
 
 int remap_vmalloc_range(struct vm_area_struct *vma, void *addr, unsigned long pgoff)
 {
@@ -199,7 +372,7 @@ int remap_vmalloc_range(struct vm_area_struct *vma, void *addr, unsigned long pg
 	struct vmem *v;
 	int ret = -EINVAL;
 
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	for (v = vmems; v; v = v->next) {
 		if (v->addr != addr)
 			continue;
@@ -210,7 +383,7 @@ int remap_vmalloc_range(struct vm_area_struct *vma, void *addr, unsigned long pg
 		}
 		break;
 	}
-	pthread_mutex_unlock(&alloc_lock);
+	ALLOC_UNLOCK();
 	if (!v)
 		printk("remap_vmalloc_range: %p is not the start of a vmalloc_user() area\n", addr);
 	return ret;
@@ -218,6 +391,66 @@ int remap_vmalloc_range(struct vm_area_struct *vma, void *addr, unsigned long pg
 
 /* ------------------------------------------------------------------ user memory */
 static __thread pid_t user_pid; /* the process whose request this thread runs */
+
+/* The driver call this thread is in (set around ioctl, mmap and poll): what user memory it
+ * read so far, and the locks it holds. A user struct read twice in one call is a double fetch:
+ * another thread of the program may change it between the reads (the value checked is not the
+ * value used). */
+#define FETCHES 16
+struct call_state {
+	const char *what; /* "ioctl", "poll", "mmap"; NULL: not in a call */
+	unsigned int nr;  /* the ioctl's _IOC_NR */
+	unsigned long lo[FETCHES], hi[FETCHES];
+	int fetches, told_fetch, told_sleep;
+};
+static __thread struct call_state call;
+static __thread int locks_held; /* mutexes and spinlocks this thread holds */
+
+static void call_begin(const char *what, unsigned int nr)
+{
+	memset(&call, 0, sizeof(call));
+	call.what = what;
+	call.nr = nr;
+}
+
+static void call_end(void)
+{
+	call.what = NULL;
+}
+
+static void note_fetch(unsigned long from, unsigned long n)
+{
+	unsigned long end = from + n;
+	int i;
+
+	if (!call.what || n == 0)
+		return;
+	for (i = 0; i < call.fetches && i < FETCHES; i++) {
+		if (from < call.hi[i] && call.lo[i] < end && !call.told_fetch) {
+			call.told_fetch = 1;
+			printk("kgpu: BUG: double fetch: %s (nr %u) read user memory %#lx..%#lx with "
+			       "copy_from_user again: a value checked after the first read may differ in "
+			       "the second (copy each user struct once, then use the copy)\n",
+			       call.what, call.nr, max(from, call.lo[i]), min(end, call.hi[i]));
+		}
+	}
+	if (call.fetches < FETCHES) {
+		call.lo[call.fetches] = from;
+		call.hi[call.fetches] = end;
+	}
+	call.fetches++;
+}
+
+/* A sleep of a driver call (wait_event, msleep, usleep_range) with a lock held. */
+static void note_sleep(const char *how)
+{
+	if (!call.what || locks_held <= 0 || call.told_sleep)
+		return;
+	call.told_sleep = 1;
+	printk("kgpu: BUG: %s (nr %u) sleeps in %s holding %d lock(s): every caller that needs "
+	       "them waits as long (release every lock before sleeping)\n",
+	       call.what, call.nr, how, locks_held);
+}
 
 static unsigned long user_copy(void *local, void *remote, unsigned long n, int write)
 {
@@ -243,6 +476,7 @@ unsigned long copy_from_user(void *to, const void __user *from, unsigned long n)
 {
 	unsigned long left = user_copy(to, (void *)from, n, 0);
 
+	note_fetch((unsigned long)from, n);
 	if (left) /* the kernel zeroes what it could not copy */
 		memset((char *)to + (n - left), 0, left);
 	return left;
@@ -270,15 +504,31 @@ unsigned long clear_user(void __user *to, unsigned long n)
 }
 
 /* ------------------------------------------------------------------ locks */
+/* Each thread counts the locks it holds: a driver call that sleeps holding one is reported. */
 void mutex_init(struct mutex *lock) { pthread_mutex_init(&lock->m, NULL); }
-void mutex_lock(struct mutex *lock) { pthread_mutex_lock(&lock->m); }
-int mutex_lock_interruptible(struct mutex *lock) { return pthread_mutex_lock(&lock->m) ? -EINTR : 0; }
-int mutex_trylock(struct mutex *lock) { return pthread_mutex_trylock(&lock->m) == 0; }
-void mutex_unlock(struct mutex *lock) { pthread_mutex_unlock(&lock->m); }
+void mutex_lock(struct mutex *lock) { pthread_mutex_lock(&lock->m); locks_held++; }
+
+int mutex_lock_interruptible(struct mutex *lock)
+{
+	if (pthread_mutex_lock(&lock->m))
+		return -EINTR;
+	locks_held++;
+	return 0;
+}
+
+int mutex_trylock(struct mutex *lock)
+{
+	int ok = pthread_mutex_trylock(&lock->m) == 0;
+
+	locks_held += ok;
+	return ok;
+}
+
+void mutex_unlock(struct mutex *lock) { locks_held--; pthread_mutex_unlock(&lock->m); }
 void mutex_destroy(struct mutex *lock) { pthread_mutex_destroy(&lock->m); }
 void spin_lock_init(spinlock_t *lock) { pthread_mutex_init(&lock->m, NULL); }
-void spin_lock(spinlock_t *lock) { pthread_mutex_lock(&lock->m); }
-void spin_unlock(spinlock_t *lock) { pthread_mutex_unlock(&lock->m); }
+void spin_lock(spinlock_t *lock) { pthread_mutex_lock(&lock->m); locks_held++; }
+void spin_unlock(spinlock_t *lock) { locks_held--; pthread_mutex_unlock(&lock->m); }
 
 /* ------------------------------------------------------------------ time */
 static u64 now_ns(clockid_t clock)
@@ -300,8 +550,14 @@ static void sleep_ns(u64 ns)
 		;
 }
 
-void msleep(unsigned int msecs) { sleep_ns((u64)msecs * 1000000ULL); }
-void usleep_range(unsigned long min_us, unsigned long max_us) { (void)max_us; sleep_ns((u64)min_us * 1000ULL); }
+void msleep(unsigned int msecs) { note_sleep("msleep"); sleep_ns((u64)msecs * 1000000ULL); }
+
+void usleep_range(unsigned long min_us, unsigned long max_us)
+{
+	(void)max_us;
+	note_sleep("usleep_range");
+	sleep_ns((u64)min_us * 1000ULL);
+}
 void cond_resched(void) { sched_yield(); }
 
 static unsigned long irq_delay_us; /* set in main, before module_init */
@@ -378,6 +634,7 @@ void kshim_wait_change(wait_queue_head_t *wq, unsigned long seq, unsigned long d
 	/* A kernel thread looks at kthread_should_stop every 20 ms (kthread_stop wakes it). */
 	long slice = current_task ? 20 : 1000;
 
+	note_sleep("wait_event");
 	pthread_mutex_lock(&wq->m);
 	while (wq->seq == seq && !kthread_should_stop()) {
 		long ms = slice;
@@ -630,12 +887,14 @@ static long do_open(const char *name, unsigned int flags, pid_t pid)
 	struct kfile *f;
 	int i, ret;
 
+	QUIET_BEGIN(); /* the lookup orders no two opens (see QUIET_BEGIN) */
 	pthread_mutex_lock(&files_lock);
 	for (i = 0; i < MAX_MISC; i++) {
 		if (miscs[i] && strcmp(miscs[i]->name, name) == 0)
 			misc = miscs[i];
 	}
 	pthread_mutex_unlock(&files_lock);
+	QUIET_END();
 	if (!misc)
 		return -ENOENT;
 	f = calloc(1, sizeof(*f));
@@ -743,7 +1002,9 @@ static long do_ioctl(struct kfile *f, unsigned int cmd, unsigned long arg)
 
 	if (!f->file.f_op->unlocked_ioctl)
 		return -ENOTTY;
+	call_begin("ioctl", _IOC_NR(cmd));
 	ret = f->file.f_op->unlocked_ioctl(&f->file, cmd, arg);
+	call_end();
 	if (ret == KGPU_TODO) {
 		char what[64];
 
@@ -770,7 +1031,9 @@ static long do_mmap(struct kfile *f, const struct kshim_req *rq, int *memfd, u64
 	vma.vm_flags = ((prot & PROT_READ) ? VM_READ : 0) | ((prot & PROT_WRITE) ? VM_WRITE : 0) |
 		       ((flags & MAP_SHARED) ? VM_SHARED : 0);
 	vma.kshim_memfd = -1;
+	call_begin("mmap", 0);
 	ret = f->file.f_op->mmap(&f->file, &vma);
+	call_end();
 	if (ret == KGPU_TODO)
 		report_todo("mmap");
 	if (ret)
@@ -808,7 +1071,9 @@ static long do_poll(struct kfile *f, const struct kshim_req *rq, int sock)
 		pthread_mutex_lock(&poll_lock);
 		gen = poll_gen;
 		pthread_mutex_unlock(&poll_lock);
+		call_begin("poll", 0);
 		mask = f->file.f_op->poll(&f->file, &pt);
+		call_end();
 		if (mask == (__poll_t)KGPU_TODO) {
 			report_todo("poll");
 			return -ENOSYS;
@@ -838,6 +1103,71 @@ static long do_poll(struct kfile *f, const struct kshim_req *rq, int sock)
 		if (peer_gone(sock))
 			return -EINTR;
 	}
+}
+
+/* ------------------------------------------------------------------ calls in progress */
+/* What each request thread is doing in the driver now: SIGUSR1 prints it, so a program that
+ * never returns is reported with the driver call it waits in (poll, not WAIT). */
+#define INFLIGHT 256
+static struct {
+	const char *what; /* NULL: a free slot */
+	unsigned int nr;
+	u64 since;
+} inflight[INFLIGHT];
+static pthread_mutex_t inflight_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int inflight_enter(const char *what, unsigned int nr)
+{
+	int i;
+
+	QUIET_BEGIN(); /* orders no two calls */
+	pthread_mutex_lock(&inflight_lock);
+	for (i = 0; i < INFLIGHT && inflight[i].what; i++)
+		;
+	if (i < INFLIGHT) {
+		inflight[i].what = what;
+		inflight[i].nr = nr;
+		inflight[i].since = ktime_get_ns();
+	}
+	pthread_mutex_unlock(&inflight_lock);
+	QUIET_END();
+	return i < INFLIGHT ? i : -1;
+}
+
+static void inflight_leave(int i)
+{
+	if (i < 0)
+		return;
+	QUIET_BEGIN(); /* orders no two calls */
+	pthread_mutex_lock(&inflight_lock);
+	inflight[i].what = NULL;
+	pthread_mutex_unlock(&inflight_lock);
+	QUIET_END();
+}
+
+static void inflight_report(void)
+{
+	char line[1024];
+	size_t at = 0;
+	u64 now = ktime_get_ns();
+	int i;
+
+	line[0] = 0;
+	QUIET_BEGIN(); /* orders no two calls */
+	pthread_mutex_lock(&inflight_lock);
+	for (i = 0; i < INFLIGHT && at < sizeof(line) - 64; i++) {
+		if (!inflight[i].what)
+			continue;
+		at += (size_t)snprintf(line + at, sizeof(line) - at, "%s%s", at ? "; " : "",
+				       inflight[i].what);
+		if (strcmp(inflight[i].what, "ioctl") == 0)
+			at += (size_t)snprintf(line + at, sizeof(line) - at, " nr %u", inflight[i].nr);
+		at += (size_t)snprintf(line + at, sizeof(line) - at, " for %.2f s",
+				       (double)(now - inflight[i].since) / 1e9);
+	}
+	pthread_mutex_unlock(&inflight_lock);
+	QUIET_END();
+	printk("kgpu: in the driver now: %s\n", at ? line : "none");
 }
 
 /* ------------------------------------------------------------------ the server */
@@ -897,7 +1227,7 @@ static void *connection(void *arg)
 		struct kshim_req rq;
 		struct kshim_rep rep = { 0, 0 };
 		struct kfile *f = NULL;
-		int fd = -1;
+		int fd = -1, slot;
 
 		if (read_full(sock, &rq, sizeof(rq)) != 0)
 			break;
@@ -910,6 +1240,17 @@ static void *connection(void *arg)
 				continue;
 			}
 		}
+		slot = -1;
+		if (rq.op == KSHIM_OPEN)
+			slot = inflight_enter("open", 0);
+		else if (rq.op == KSHIM_CLOSE)
+			slot = inflight_enter("close", 0);
+		else if (rq.op == KSHIM_IOCTL)
+			slot = inflight_enter("ioctl", _IOC_NR((unsigned int)rq.a));
+		else if (rq.op == KSHIM_MMAP)
+			slot = inflight_enter("mmap", 0);
+		else if (rq.op == KSHIM_POLL)
+			slot = inflight_enter("poll", 0);
 		switch (rq.op) {
 		case KSHIM_HELLO:
 			break;
@@ -937,6 +1278,7 @@ static void *connection(void *arg)
 		default:
 			rep.ret = -EINVAL;
 		}
+		inflight_leave(slot);
 		if (f)
 			kfile_put(f);
 		if (rep.ret == KGPU_TODO)
@@ -954,37 +1296,42 @@ static void *connection(void *arg)
  * and closes, so memory kept until unload (and freed only there) shows too. */
 static void alloc_report(void)
 {
-	long n, bytes, vn = 0, vbytes = 0;
+	long n, bytes, vn = 0, vbytes = 0, ln, lbytes;
 	struct vmem *v;
 
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	n = kmallocs;
 	bytes = kmalloc_bytes;
+	ln = libc_allocs;
+	lbytes = libc_bytes;
 	for (v = vmems; v; v = v->next) {
 		vn++;
 		vbytes += (long)v->size;
 	}
-	pthread_mutex_unlock(&alloc_lock);
-	printk("kgpu: allocated now: %ld kmalloc (%ld bytes) and %ld vmalloc_user (%ld bytes)\n", n,
-	       bytes, vn, vbytes);
+	ALLOC_UNLOCK();
+	printk("kgpu: allocated now: %ld kmalloc (%ld bytes) and %ld vmalloc_user (%ld bytes) and "
+	       "%ld libc malloc (%ld bytes)\n", n, bytes, vn, vbytes, ln, lbytes);
 }
 
 static void leak_report(void)
 {
-	long n, bytes, vn = 0, vbytes = 0;
+	long n, bytes, vn = 0, vbytes = 0, ln, lbytes;
 	struct vmem *v;
 
-	pthread_mutex_lock(&alloc_lock);
+	ALLOC_LOCK();
 	n = kmallocs;
 	bytes = kmalloc_bytes;
+	ln = libc_allocs;
+	lbytes = libc_bytes;
 	for (v = vmems; v; v = v->next) {
 		vn++;
 		vbytes += (long)v->size;
 	}
-	pthread_mutex_unlock(&alloc_lock);
-	if (n || vn)
-		printk("kgpu: leak: %ld kmalloc (%ld bytes) and %ld vmalloc_user (%ld bytes) "
-		       "allocations not freed at unload\n", n, bytes, vn, vbytes);
+	ALLOC_UNLOCK();
+	if (n || vn || ln)
+		printk("kgpu: leak: %ld kmalloc (%ld bytes) and %ld vmalloc_user (%ld bytes) and %ld "
+		       "libc malloc (%ld bytes) allocations not freed at unload\n", n, bytes, vn,
+		       vbytes, ln, lbytes);
 	else
 		printk("kgpu: unloaded, no memory left allocated\n");
 }
@@ -1058,6 +1405,7 @@ int main(int argc, char **argv)
 			struct signalfd_siginfo si;
 
 			if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si) && si.ssi_signo == SIGUSR1) {
+				inflight_report();
 				alloc_report();
 				continue;
 			}

@@ -80,7 +80,10 @@ int kshim_warn_on(int cond, const char *what, const char *file, int line);
 void kshim_bug(const char *what, const char *file, int line) __attribute__((noreturn));
 
 /* ------------------------------------------------------------------ memory */
-/* Every allocation is counted: memory still allocated when the module is unloaded is a leak. */
+/* Every allocation is counted: memory still allocated when the module is unloaded is a leak.
+ * libc's malloc, calloc ... called by the driver are counted too (and reported: not a kernel
+ * allocator). kfree and vfree of memory a bound GPU channel still uses (its ring, its memory,
+ * its interrupt cookie) are reported as a use after free; kfree poisons what it frees. */
 void *kmalloc(size_t size, gfp_t flags);
 void *kzalloc(size_t size, gfp_t flags);
 void *kcalloc(size_t n, size_t size, gfp_t flags);
@@ -92,7 +95,9 @@ void vfree(const void *p);
 
 /* ------------------------------------------------------------------ user memory */
 /* Copy from/to the calling user process. Return the number of bytes NOT copied: 0 is success;
- * anything else means the user pointer was bad (return -EFAULT). */
+ * anything else means the user pointer was bad (return -EFAULT), even when only part of the
+ * struct could be copied. The kernel process reports a call that reads the same user memory
+ * twice (a double fetch: "kgpu: BUG: double fetch"). */
 unsigned long __must_check copy_from_user(void *to, const void __user *from, unsigned long n);
 unsigned long __must_check copy_to_user(void __user *to, const void *from, unsigned long n);
 unsigned long __must_check clear_user(void __user *to, unsigned long n);
@@ -132,7 +137,8 @@ static inline s64 atomic64_inc_return(atomic64_t *v) { return __atomic_add_fetch
 
 /* ------------------------------------------------------------------ locks */
 /* A mutex may sleep (never take one in the interrupt handler); a spinlock may not sleep. Both
- * are pthread mutexes here, so ThreadSanitizer sees them. */
+ * are pthread mutexes here, so ThreadSanitizer sees them. A driver call (ioctl, poll) that
+ * sleeps (wait_event*, msleep, usleep_range) holding one is reported ("kgpu: BUG: ... sleeps"). */
 struct mutex { pthread_mutex_t m; };
 void mutex_init(struct mutex *lock);
 void mutex_lock(struct mutex *lock);
@@ -159,7 +165,8 @@ unsigned long kshim_jiffies(void);
 #define jiffies kshim_jiffies()
 static inline unsigned long msecs_to_jiffies(unsigned int m) { return m; }
 static inline unsigned long usecs_to_jiffies(unsigned int u) { return (u + 999) / 1000; }
-static inline unsigned long nsecs_to_jiffies(u64 n) { return (unsigned long)((n + 999999) / 1000000); }
+/* Rounded up, without wrapping: 2^64 - 1 ns is 18446744073709 jiffies, not 0. */
+static inline unsigned long nsecs_to_jiffies(u64 n) { return (unsigned long)(n / 1000000 + (n % 1000000 != 0)); }
 static inline unsigned int jiffies_to_msecs(unsigned long j) { return (unsigned int)j; }
 #define time_after(a, b) ((long)((b) - (a)) < 0)
 #define time_before(a, b) time_after(b, a)

@@ -57,6 +57,166 @@ out["submitted"] = d.get_param(kgpu.PARAM_SUBMITTED)
     assert state == {"prio": 1, "submitted": 0}, f"a failed copy must change nothing: {state}"
 
 
+# A user program's helpers for structs at a page's end: the next page unmapped ("gone": a copy
+# in is cut short) or read-only ("ro": a copy out is cut short), and ioctl(2) with any pointer.
+EDGES = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p]
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+def raw(fd, cmd, ptr):
+    if libc.ioctl(fd, cmd, ptr) != 0:
+        return errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())
+    return 0
+def at_edge(data, cut, second):
+    # data's first `cut` bytes end a page, the rest lie in the next page, which is then
+    # unmapped ("gone") or made read-only ("ro")
+    base = libc.mmap(None, 8192, 3, 0x22, -1, 0)      # PROT_READ | PROT_WRITE, private anonymous
+    ptr = base + 4096 - cut
+    ctypes.memmove(ptr, data, len(data))
+    if second == "gone":
+        libc.munmap(base + 4096, 4096)
+    else:
+        libc.mprotect(base + 4096, 4096, 1)            # PROT_READ
+    return ptr
+"""
+
+
+def _cuts(rng: Any, size: int, n: int = 3) -> list[int]:
+    """`n` places to cut a `size`-byte struct at a page's end: 1 .. size - 1 bytes before it."""
+    return sorted(rng.sample(range(1, size), n))
+
+
+def _pack(fmt: str, *values: int) -> bytes:
+    import struct
+
+    return struct.pack(fmt, *values)
+
+
+@pytest.mark.kata_gate(
+    "INFO, SET_PARAM or GET_PARAM given a struct cut short by the end of the mapped memory (the "
+    "rest unmapped, or read-only where the answer goes) does not fail with EFAULT, or the failed "
+    "call changes the context: cuts drawn at run time"
+)
+def test_ioctl_structs_cut_short_are_efault(kernel: Any) -> None:
+    """A copy that moved some bytes but not all failed: copy_*_user return the bytes NOT copied,
+    and anything but 0 is -EFAULT. The structs straddle a page whose second half is unmapped
+    (nothing after the cut can be read) or read-only (nothing after it can be written)."""
+    rng = random_for("kgpu structs cut short, ioctl")
+    prio = rng.choice([0, 2, 3])
+    param = _pack("=IIQ", 0, 0, prio)
+    cases = {
+        "INFO, answer cut short by an unmapped page": ("IOC_INFO", bytes(16), "gone", _cuts(rng, 16)),
+        "INFO, answer cut short by a read-only page": ("IOC_INFO", bytes(16), "ro", _cuts(rng, 16)),
+        f"SET_PARAM(PRIORITY, {prio}), struct cut short by an unmapped page":
+            ("IOC_SET_PARAM", param, "gone", _cuts(rng, 16)),
+        "GET_PARAM(PRIORITY), struct cut short by an unmapped page":
+            ("IOC_GET_PARAM", _pack("=IIQ", 0, 0, 0), "gone", _cuts(rng, 16)),
+        "GET_PARAM(PRIORITY), answer cut short by a read-only page":
+            ("IOC_GET_PARAM", _pack("=IIQ", 0, 0, 0), "ro", _cuts(rng, 16)),
+    }  # fmt: skip
+    out = kernel.program(
+        EDGES
+        + f"""
+d = kgpu.Device()
+for name, (cmd, data, second, cuts) in {cases!r}.items():
+    for cut in cuts:
+        out[f"{{name}}, {{cut}} of {{len(data)}} bytes before the page's end"] = raw(
+            d.fd, getattr(kgpu, cmd), at_edge(data, cut, second))
+out["priority after"] = d.get_param(kgpu.PARAM_PRIORITY)
+"""
+    )
+    after = out.pop("priority after")
+    wrong = {k: v for k, v in out.items() if v != "EFAULT"}
+    assert not wrong, (
+        f"ioctl: a struct only partly copied (copy_*_user returned a nonzero count) must fail "
+        f"with EFAULT, these did not: {wrong}"
+    )
+    assert after == 1, (
+        f"SET_PARAM(PRIORITY, {prio}) whose struct was cut short failed, yet the priority is "
+        f"{after}, not 1: a failed copy must change nothing"
+    )
+
+
+def _double_fetch(log: str) -> str:
+    """The kernel's report of a call that read the same user memory twice, or ""."""
+    at = log.find("double fetch")
+    return "" if at < 0 else log[max(0, log.rfind("\n", 0, at)) : log.find("\n", at)].strip()
+
+
+@pytest.mark.kata_gate(
+    "INFO, SET_PARAM or GET_PARAM reads the same user struct more than once in one call (values "
+    "drawn at run time)"
+)
+def test_ioctl_reads_each_user_struct_once(kernel: Any) -> None:
+    """A second copy_from_user of the same bytes is a double fetch: another thread of the
+    program can change them between the two reads, so what was checked is not what is used.
+    The kernel process counts the user memory each call reads (kshim.c)."""
+    rng = random_for("kgpu double fetch, ioctl")
+    prios = [rng.randrange(4) for _ in range(3)]
+    kernel.program(
+        f"""
+d = kgpu.Device()
+for prio in {prios!r}:
+    d.info()
+    d.set_param(kgpu.PARAM_PRIORITY, prio)
+    for p in (kgpu.PARAM_PRIORITY, kgpu.PARAM_SUBMITTED, kgpu.PARAM_COMPLETED):
+        d.get_param(p)
+    errno_of(d.set_param, kgpu.PARAM_PRIORITY, 4 + prio)
+    errno_of(d.get_param, 3 + prio)
+"""
+    )
+    seen = _double_fetch(kernel.stop())
+    assert not seen, (
+        f"ioctl: a call read the same user memory twice: {seen}. Copy the user struct once "
+        "(copy_from_user into a local), then check and use only the copy"
+    )
+
+
+@pytest.mark.kata_gate(
+    "SET_PARAM accepts a priority, parameter or pad out of range at a type boundary (2^31, "
+    "2^32 + 0..3, 2^63, 2^64 - 1 and values drawn at run time), or GET_PARAM an unknown parameter"
+)
+def test_ioctl_values_at_type_boundaries_are_einval(kernel: Any) -> None:
+    """A 64-bit value checked after a cast to 32 bits (or a 32-bit field after a cast to 8)
+    passes the range check with its high bits set: 2^32 + 1 is "1" to (u32)value."""
+    rng = random_for("kgpu values at type boundaries")
+    values = [4, 255, 256, 1 << 31, 1 << 32, (1 << 32) + 1, (1 << 32) + 3, 1 << 63, (1 << 64) - 1]
+    values += [(rng.randrange(1, 1 << 32) << 32) | rng.randrange(4) for _ in range(3)]
+    values += [rng.randrange(4, 1 << 64) for _ in range(2)]
+    params = [3, 255, 256, 1 << 16, 1 << 31, (1 << 32) - 1, rng.randrange(3, 1 << 32)]
+    pads = [1, 1 << 8, 1 << 31, (1 << 32) - 1, rng.randrange(1, 1 << 32)]
+    goods = [rng.randrange(4) for _ in range(3)]
+    out = kernel.program(
+        f"""
+d = kgpu.Device()
+bad, back = {{}}, []
+for good in {goods!r}:
+    d.set_param(kgpu.PARAM_PRIORITY, good)
+    for v in {values!r}:
+        bad[f"SET_PARAM(PRIORITY, {{v}})"] = errno_of(d.set_param, kgpu.PARAM_PRIORITY, v)
+    for p in {params!r}:
+        bad[f"SET_PARAM(param {{p}}, 1)"] = errno_of(d.set_param, p, 1)
+        bad[f"GET_PARAM(param {{p}})"] = errno_of(d.get_param, p)
+    for pad in {pads!r}:
+        bad[f"SET_PARAM(PRIORITY, 1) with pad {{pad}}"] = errno_of(
+            d.ioctl, kgpu.IOC_SET_PARAM, kgpu.PARAM.pack(kgpu.PARAM_PRIORITY, pad, 1))
+    back.append(d.get_param(kgpu.PARAM_PRIORITY))
+out["bad"], out["back"] = bad, back
+"""
+    )
+    wrong = {k: v for k, v in out["bad"].items() if v != "EINVAL"}
+    assert not wrong, f"SET_PARAM/GET_PARAM with values out of range must fail with EINVAL: {wrong}"
+    assert out["back"] == goods, (
+        f"GET_PARAM(PRIORITY) after SET_PARAM {goods} and refused values: {out['back']} (a "
+        "refused SET_PARAM changes nothing)"
+    )
+
+
 @pytest.mark.kata_gate(
     "an ioctl number the driver does not define is not ENOTTY, or a defined one is: numbers "
     "that differ from a command in its type, number, size or direction, and random numbers, "
@@ -123,7 +283,7 @@ def test_ioctl_info_and_priorities_of_random_opens(kernel: Any) -> None:
     rng = random_for("kgpu info and priorities")
     opens = rng.randrange(3, 7)
     prios = [rng.randrange(4) for _ in range(opens)]
-    closed = sorted(rng.sample(range(opens - 1), rng.randrange(opens - 1)))
+    closed = sorted(rng.sample(range(opens - 1), rng.randrange(1, opens - 1)))  # one at least
     out = kernel.program(
         f"""
 devs, infos, got = [], [], [None] * len({prios!r})
@@ -151,6 +311,94 @@ out["infos"], out["got"] = infos, got
     )
     got = out["got"]
     assert got == prios, f"GET_PARAM(PRIORITY) of {opens} contexts after SET_PARAM {prios}: {got}"
+
+
+# Threads of forked processes open, read their context's id, and close some at once.
+OPENS = """
+import threading
+def opener(rounds, keep, ids):
+    kept = []
+    go.wait()
+    for i in range(rounds):
+        d = kgpu.Device()
+        ids.append(d.info()["ctx_id"])
+        (kept.append if i < keep else lambda d: d.close())(d)
+    for d in kept:
+        d.close()
+def process(threads, rounds, keep):
+    ids = []
+    ts = [threading.Thread(target=opener, args=(rounds, keep, ids)) for _ in range(threads)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    return ids
+r, w = os.pipe()
+kids = []
+for p in range(PROCS):
+    pid = os.fork()
+    if pid == 0:
+        go = threading.Barrier(THREADS)
+        ids = process(THREADS, ROUNDS, KEEP)
+        os.write(w, (json.dumps(ids) + "\\n").encode())
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+for pid in kids:
+    os.waitpid(pid, 0)
+with os.fdopen(r) as f:
+    out["ids"] = sorted(i for line in f for i in json.loads(line))
+"""
+
+
+@pytest.mark.kata_gate(
+    "context ids are not unique and never reused when threads of several processes open and "
+    "close at once (ids must be 1 .. the number of opens)"
+)
+def test_ioctl_ids_of_concurrent_opens_are_unique(kernel: Any) -> None:
+    """Every open takes the next id, whichever thread or process opened and whatever was closed
+    before: N opens, at once or not, have the ids 1 .. N, each once."""
+    rng = random_for("kgpu concurrent opens")
+    procs, threads, rounds = rng.randrange(2, 4), rng.randrange(3, 6), rng.randrange(2, 4)
+    keep = rng.randrange(1, rounds)
+    body = OPENS.replace("PROCS", str(procs)).replace("THREADS", str(threads))
+    out = kernel.program(body.replace("ROUNDS", str(rounds)).replace("KEEP", str(keep)), timeout=20)
+    total = procs * threads * rounds
+    ids = out["ids"]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    assert ids == list(range(1, total + 1)), (
+        f"INFO's ctx_id of {total} opens by {threads} threads in each of {procs} processes at "
+        f"once (each closing all but {keep} of its {rounds} right away): {len(set(ids))} distinct "
+        f"ids{f', these more than once: {dup}' if dup else ''}, range {min(ids)}..{max(ids)}; "
+        "expected 1 .. {total} each once: ids come from an atomic counter (atomic_inc_return) "
+        "and are never reused"
+    )
+
+
+@pytest.mark.kata_gate(
+    "ThreadSanitizer reports a data race in the driver when threads of several processes open "
+    "and close at once"
+)
+def test_ioctl_no_data_race_in_concurrent_opens_under_tsan(
+    kata: Any, kernel_py: Any, tmp_path: Path
+) -> None:
+    from harness.native.isolate import tsan_runtime
+
+    if tsan_runtime() is None:
+        pytest.skip("gcc has no ThreadSanitizer runtime (libtsan) here: apt-get install gcc")
+    try:
+        built = kernel_py.build(kata.source, kata.search_path, sanitize=["thread"])
+    except BuildError as e:
+        pytest.fail(f"compilation failed:\n{e}", pytrace=False)
+    body = OPENS.replace("PROCS", "3").replace("THREADS", "6").replace("ROUNDS", "3")
+    with kernel_py.Kernel(built, tmp_path / "kernel.log") as k:
+        k.program(body.replace("KEEP", "1"), timeout=60)
+        log = k.stop(timeout=60)
+    if "FATAL: ThreadSanitizer" in log:
+        pytest.skip(f"ThreadSanitizer cannot run on this machine: {log.strip()[:200]}")
+    race = log.find("WARNING: ThreadSanitizer")
+    assert race < 0, (
+        "ThreadSanitizer found a data race in the kernel process while threads of 3 processes "
+        f"opened and closed contexts at once:\n{log[race : race + 3000]}"
+    )
 
 
 def test_ioctl_forked_child_closing_keeps_the_parents_context(kernel: Any) -> None:
@@ -303,6 +551,184 @@ out["inc"] = d.vram[0]
         f"WAIT returned {out['waited']:.2f} s after SUBMIT: the work took 0.4 s, but the GPU's "
         "interrupt reached the driver only 0.4 s later. The interrupt handler records the "
         "completed fence and wakes the waiters; WAIT sleeps until it has"
+    )
+
+
+@pytest.mark.kata_gate(
+    "SUBMIT or WAIT given a struct cut short by the end of the mapped memory (the rest unmapped, "
+    "or read-only where SUBMIT's fence goes) does not fail with EFAULT, or a SUBMIT whose struct "
+    "could not be read rings the doorbell: cuts drawn at run time"
+)
+def test_submit_structs_cut_short_are_efault(kernel: Any) -> None:
+    """SUBMIT's fence comes back through copy_to_user: a read-only page where it goes is a
+    failed copy (EFAULT; the fence is lost to the program, as in Linux). A struct that cannot
+    be read whole is never used."""
+    rng = random_for("kgpu structs cut short, submit")
+    cases = {
+        "SUBMIT(1), struct cut short by an unmapped page":
+            ("IOC_SUBMIT", _pack("=IIQ", 1, 0, 0), "gone", _cuts(rng, 16)),
+        "SUBMIT(1), fence cut short by a read-only page":
+            ("IOC_SUBMIT", _pack("=IIQ", 1, 0, 0), "ro", sorted(rng.sample(range(8, 16), 3))),
+        "WAIT(fence 1, 1 s), struct cut short by an unmapped page":
+            ("IOC_WAIT", _pack("=QQ", 1, 10**9), "gone", _cuts(rng, 16)),
+    }  # fmt: skip
+    out = kernel.program(
+        EDGES
+        + f"""
+d = kgpu.Device(); d.map()
+for i in range(256):
+    d.push(kgpu.INC, a=0)
+got = {{}}
+for name, (cmd, data, second, cuts) in {cases!r}.items():
+    for cut in cuts:
+        before = d.get_param(kgpu.PARAM_SUBMITTED)
+        e = raw(d.fd, getattr(kgpu, cmd), at_edge(data, cut, second))
+        rang = d.get_param(kgpu.PARAM_SUBMITTED) - before
+        if rang:
+            d.wait(d.get_param(kgpu.PARAM_SUBMITTED), 5 * 10**9)
+        got[f"{{name}}, {{cut}} of {{len(data)}} bytes before the page's end"] = [e, rang]
+out["got"] = got
+"""
+    )
+    got = out["got"]
+    wrong = {k: e for k, (e, _) in got.items() if e != "EFAULT"}
+    assert not wrong, (
+        f"SUBMIT/WAIT: a struct only partly copied (copy_*_user returned a nonzero count) must "
+        f"fail with EFAULT, these did not: {wrong}"
+    )
+    rang = {k: n for k, (_, n) in got.items() if n and "unmapped" in k}
+    assert not rang, (
+        f"SUBMIT whose struct could not be read whole must not ring the doorbell (SUBMITTED "
+        f"grew): {rang}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "SUBMIT or WAIT reads the same user struct more than once in one call (counts, fences and "
+    "timeouts drawn at run time)"
+)
+def test_submit_reads_each_user_struct_once(kernel: Any) -> None:
+    """SUBMIT checks count, then uses it: a second read of user memory may see another count
+    (another thread changed it in between: a double fetch, TOCTOU). The kernel process counts
+    the user memory each call reads."""
+    rng = random_for("kgpu double fetch, submit")
+    counts = [rng.randrange(1, 60) for _ in range(3)]
+    kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+for n in {counts!r}:
+    for i in range(n):
+        d.push(kgpu.INC, a=0)
+    f = d.submit()
+    d.wait(f, 5 * 10**9)
+    errno_of(d.wait, f + 1, 0)
+    errno_of(d.submit, 256 + n)
+"""
+    )
+    seen = _double_fetch(kernel.stop())
+    assert not seen, (
+        f"SUBMIT/WAIT: a call read the same user memory twice: {seen}. Copy the user struct "
+        "once (copy_from_user into a local), then check and use only the copy"
+    )
+
+
+@pytest.mark.kata_gate(
+    "SUBMIT accepts a count or flags out of range at a type boundary (256, 257, 511, 512, 2^16 "
+    "+ 1, 2^31, 2^32 - 1 and values drawn at run time): the count must be 1..255"
+)
+def test_submit_counts_at_type_boundaries_are_einval(kernel: Any) -> None:
+    """A count checked after a cast to 8 or 16 bits passes with its high bits set: 257 is "1"
+    to (u8)count. Nothing may run for a refused SUBMIT; a good one afterwards runs exactly its
+    commands."""
+    rng = random_for("kgpu counts at type boundaries")
+    counts = [256, 257, 511, 512, (1 << 16) + 1, (1 << 31), (1 << 31) + 1, (1 << 32) - 1]
+    counts += [rng.randrange(256, 1 << 32) for _ in range(3)]
+    counts += [(rng.randrange(1, 1 << 24) << 8) | rng.randrange(1, 256) for _ in range(2)]
+    flags = [1, 1 << 8, 1 << 31, (1 << 32) - 1, rng.randrange(1, 1 << 32)]
+    good = rng.randrange(1, 256)
+    out = kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+ring = d.mem
+for i in range(256):
+    kgpu.CMD.pack_into(ring, i * kgpu.CMD_BYTES, kgpu.INC, 0, 0, 0, 0)
+bad = {{}}
+for n in {counts!r}:
+    bad[f"count {{n}}"] = errno_of(d.ioctl, kgpu.IOC_SUBMIT, kgpu.SUBMIT.pack(n, 0, 0))
+for fl in {flags!r}:
+    bad[f"count 1, flags {{fl:#x}}"] = errno_of(d.ioctl, kgpu.IOC_SUBMIT, kgpu.SUBMIT.pack(1, fl, 0))
+out["bad"] = bad
+out["submitted"] = d.get_param(kgpu.PARAM_SUBMITTED)
+time.sleep(0.05)
+out["ran"] = int.from_bytes(d.vram[0:8], "little")
+f = d.submit({good})
+d.wait(f, 5 * 10**9)
+out["good"] = [f, int.from_bytes(d.vram[0:8], "little")]
+"""
+    )
+    wrong = {k: v for k, v in out["bad"].items() if v != "EINVAL"}
+    assert not wrong, (
+        f"SUBMIT with a count outside 1..255 or nonzero flags must fail with EINVAL: {wrong}"
+    )
+    assert (out["submitted"], out["ran"]) == (0, 0), (
+        f"refused SUBMITs changed the context: SUBMITTED {out['submitted']}, {out['ran']} "
+        "commands ran (expected 0 and 0)"
+    )
+    assert out["good"] == [1, good], (
+        f"SUBMIT({good}) after the refused ones: fence and commands run {out['good']}, "
+        f"expected [1, {good}]"
+    )
+
+
+@pytest.mark.kata_gate(
+    "mmap accepts a mapping it must refuse, refuses one it must accept, or maps the wrong memory: "
+    "offsets (up to 2^44), lengths and MAP_SHARED or MAP_PRIVATE drawn at run time"
+)
+def test_submit_mmap_offsets_lengths_and_flags(kernel: Any) -> None:
+    """The oracle: MAP_SHARED, offset a page multiple inside the 72 KiB and the length (rounded
+    up to pages) no more than what is left; anything else is EINVAL. An accepted mapping shows
+    the context's bytes from that offset (the ring, then its memory)."""
+    rng = random_for("kgpu mmap at random")
+    total, page = 8192 + 65536, 4096
+    offsets = [0, 8192, total - page, total, 1 << 32, (1 << 32) + 8192, 1 << 44]
+    offsets += [page * rng.randrange(0, total // page) for _ in range(4)]
+    offsets += [page * rng.randrange(total // page + 1, 1 << 30) for _ in range(2)]
+    offsets += [(rng.randrange(1, 1 << 20) << 32) + page * rng.randrange(0, total // page)]
+    cases = []
+    for off in offsets:
+        for _ in range(2):
+            length = rng.choice(
+                [1, page, page + 1, total, total + 1, rng.randrange(1, total + 2 * page)]
+            )
+            shared = rng.random() < 0.7
+            ok = shared and off < total and -(-length // page) * page <= total - off
+            cases.append((off, length, shared, ok))
+    out = kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+for i in range({total} // 8):
+    d.mem[i * 8 : i * 8 + 8] = (i * 0x9E3779B97F4A7C15 % (1 << 64)).to_bytes(8, "little")
+got = []
+for off, length, shared, ok in {cases!r}:
+    flags = mmap.MAP_SHARED if shared else mmap.MAP_PRIVATE
+    try:
+        m = mmap.mmap(d.fd, length, flags, offset=off)
+    except OSError as e:
+        got.append(errno.errorcode.get(e.errno, e.errno))
+        continue
+    got.append("same" if m[:length] == d.mem[off : off + length] else "other memory")
+    m.close()
+out["got"] = got
+"""
+    )
+    wrong = []
+    for (off, length, shared, ok), got in zip(cases, out["got"], strict=True):
+        want = "same" if ok else "EINVAL"
+        if got != want:
+            kind = "MAP_SHARED" if shared else "MAP_PRIVATE"
+            wrong.append(f"offset {off:#x}, length {length}, {kind}: {got} (expected {want})")
+    assert not wrong, "mmap of the context (72 KiB: the ring, then its memory): " + "; ".join(
+        wrong[:6]
     )
 
 
@@ -683,6 +1109,7 @@ out["closed_at"] = time.monotonic()
         after = kernel.allocated()
     assert after == before, (
         f"release: after 16 contexts were opened and closed (idle, busy, hung, never mapped, "
-        f"ended with their process) the driver holds {after[0]} kmalloc'd and {after[1]} "
-        f"vmalloc_user bytes, {before} before: release must free what open allocated, at once"
+        f"ended with their process) the driver holds {after[0]} kmalloc'd, {after[1]} "
+        f"vmalloc_user and {after[2]} libc malloc bytes, {before} before: release must free "
+        "what open allocated, at once (and allocate with kmalloc/kzalloc, not libc's malloc)"
     )
