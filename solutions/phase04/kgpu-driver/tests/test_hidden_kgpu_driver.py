@@ -732,6 +732,99 @@ out["got"] = got
     )
 
 
+@pytest.mark.kata_gate(
+    "a fence shows as completed (COMPLETED, WAIT, poll) before the GPU completed it: fences "
+    "behind a hung command, their number and position drawn at run time"
+)
+def test_submit_completes_exactly_the_fences_the_gpu_completed(kernel: Any) -> None:
+    """Fences 1 .. k - 1 run, fence k hangs the channel, fences after it never run: once fence
+    k - 1 completed, COMPLETED is k - 1, WAIT on k or later times out, poll has no POLLIN."""
+    rng = random_for("kgpu exact completions")
+    hung, total = rng.randrange(2, 5), rng.randrange(5, 8)
+    out = kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+for f in range(1, {total} + 1):
+    d.push(kgpu.HANG if f == {hung} else kgpu.INC, a=0)
+    d.push(kgpu.INC, a=8 * f)
+    assert d.submit() == f
+d.wait({hung} - 1, 5 * 10**9)
+time.sleep(0.05)
+out["completed"] = d.get_param(kgpu.PARAM_COMPLETED)
+out["waits"] = [errno_of(d.wait, f, 0) for f in range(1, {total} + 1)]
+out["poll"] = d.poll(select.POLLIN, 0)
+out["ran"] = [int.from_bytes(d.vram[8 * f : 8 * f + 8], "little") for f in range(1, {total} + 1)]
+"""
+    )
+    want_waits = [0] * (hung - 1) + ["ETIME"] * (total - hung + 1)
+    assert (out["completed"], out["waits"], out["poll"] & 1) == (hung - 1, want_waits, 0), (
+        f"{total} fences, fence {hung} hangs the GPU: after fence {hung - 1} completed, "
+        f"COMPLETED is {out['completed']} (expected {hung - 1}), WAIT(f, 0) for f = 1.."
+        f"{total} gave {out['waits']}, poll {'POLLIN' if out['poll'] & 1 else 'no POLLIN'}: the "
+        "interrupt handler records kgpu_hw_completed(), the fence the GPU wrote, not the last "
+        "one submitted"
+    )
+
+
+@pytest.mark.kata_gate(
+    "WAIT accepts a fence never submitted (fresh contexts and after a number of SUBMITs drawn "
+    "at run time; the next fence, further ones, 2^63, 2^64 - 1)"
+)
+def test_submit_wait_for_a_fence_never_submitted_is_einval(kernel: Any) -> None:
+    rng = random_for("kgpu future fences")
+    rounds = [0, rng.randrange(1, 4), rng.randrange(4, 9)]
+    out = kernel.program(
+        f"""
+got = {{}}
+for n in {rounds!r}:
+    d = kgpu.Device(); d.map()
+    for i in range(n):
+        d.push(kgpu.NOP)
+        d.wait(d.submit(), 5 * 10**9)
+    for f in (n + 1, n + 2, n + {rng.randrange(3, 1000)}, 1 << 32, 1 << 63, (1 << 64) - 1):
+        got[f"after {{n}} SUBMITs, WAIT(fence {{f}})"] = errno_of(d.wait, f, 10**6)
+    d.close()
+out["got"] = got
+"""
+    )
+    wrong = {k: v for k, v in out["got"].items() if v != "EINVAL"}
+    assert not wrong, (
+        f"WAIT for a fence above the last one submitted must fail with EINVAL: {wrong}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "SUBMIT on a channel the GPU stopped (a bad command) returns a fence instead of failing, or "
+    "counts it as submitted"
+)
+def test_submit_on_a_stopped_channel_fails(kernel: Any) -> None:
+    """kgpu_hw_doorbell answers -EIO once the channel stopped: that SUBMIT failed, its fence
+    would never complete."""
+    rng = random_for("kgpu stopped channel")
+    good = rng.randrange(0, 4)
+    out = kernel.program(
+        f"""
+d = kgpu.Device(); d.map()
+for i in range({good}):
+    d.push(kgpu.INC, a=0)
+    d.wait(d.submit(), 5 * 10**9)
+d.push(kgpu.FILL, a=kgpu.VRAM_BYTES - 4, length=64, b=1)   # outside the memory: the GPU stops
+bad = d.submit()
+errno_of(d.wait, bad, 100_000_000)
+out["after"] = []
+for i in range(3):
+    d.push(kgpu.INC, a=0)
+    out["after"].append(errno_of(d.submit))
+out["submitted"] = d.get_param(kgpu.PARAM_SUBMITTED)
+"""
+    )
+    assert out["after"] == ["EIO"] * 3 and out["submitted"] == good + 1, (
+        f"after a bad command stopped the channel (fence {good + 1}), 3 more SUBMITs gave "
+        f"{out['after']} and SUBMITTED is {out['submitted']}: kgpu_hw_doorbell's -EIO is the "
+        f"SUBMIT's error (expected ['EIO', 'EIO', 'EIO'] and {good + 1})"
+    )
+
+
 def test_submit_largest_batches_around_the_ring(kernel: Any) -> None:
     out = kernel.program(
         """
@@ -953,15 +1046,30 @@ def test_wait_sleeping_waiters_stall_nobody(kernel: Any) -> None:
         )
 
 
-@pytest.mark.kata_gate("WAIT gives up before its timeout has passed (timeouts drawn at run time)")
+@pytest.mark.kata_gate(
+    "WAIT gives up before its timeout has passed: timeouts drawn at run time, short ones on a "
+    "hung GPU and long ones (up to 2^64 - 1 ns) on work that takes over a second"
+)
 def test_wait_every_timeout_is_waited_out(kernel: Any) -> None:
     """The public test waits 200 ms; a WAIT that only looks for other short timeouts (or
-    rounds them down to nothing) passes it. Timeouts drawn at run time, on a hung GPU."""
-    import random
-
-    timeouts = sorted(random.Random(0x6B677075).sample(range(30, 160), 3))  # ms
+    rounds them down to nothing), or caps long ones, passes it. Short timeouts on a hung GPU
+    must be waited out; a long one on work that takes a drawn 1.1 .. 1.6 s must see it
+    complete (a WAIT that caps its timeout at 1 s gives ETIME)."""
+    rng = random_for("kgpu every timeout")
+    timeouts = sorted(rng.sample(range(30, 160), 3))  # ms
+    work_us = rng.randrange(1_100_000, 1_600_000)
+    long_ns = rng.choice([5 * 10**9, 10**12, 1 << 63, (1 << 64) - 1])
     out = kernel.program(
         f"""
+import threading
+def long_wait():
+    w = kgpu.Device(); w.map()
+    w.push(kgpu.DELAY, a={work_us})
+    t = time.monotonic()
+    f = w.submit()
+    out["long"] = [errno_of(w.wait, f, {long_ns}), time.monotonic() - t]
+th = threading.Thread(target=long_wait)
+th.start()
 d = kgpu.Device(); d.map()
 d.push(kgpu.HANG)
 f = d.submit()
@@ -970,6 +1078,7 @@ for ms in {timeouts}:
     t = time.monotonic()
     e = errno_of(d.wait, f, ms * 1_000_000 + 1)     # + 1 ns: a part of a jiffy still counts
     out["waits"].append([ms, e, round((time.monotonic() - t) * 1000, 1)])
+th.join()
 """,
         timeout=8,
     )
@@ -977,6 +1086,166 @@ for ms in {timeouts}:
     assert not wrong, (
         f"[timeout ms, errno, waited ms] that came back too early: {wrong}: WAIT sleeps until "
         "the fence completes or the whole timeout has passed"
+    )
+    e, took = out["long"]
+    assert e == 0 and took >= work_us / 1e6 * 0.95, (
+        f"WAIT with a timeout of {long_ns} ns on {work_us / 1e6:.2f} s of GPU work returned "
+        f"{e!r} after {took:.2f} s: it must wait until the work completes (0), however long "
+        "the timeout (nsecs_to_jiffies, no cap)"
+    )
+
+
+@pytest.mark.kata_gate(
+    "WAIT with timeout 0 sleeps instead of only looking (on pending and on completed fences)"
+)
+def test_wait_zero_timeout_answers_at_once(kernel: Any) -> None:
+    """Timeout 0 looks and answers: ETIME on pending work, 0 on completed. It is timed against
+    the same run's GET_PARAM (one round trip to the kernel): the fastest of several zero WAITs
+    must be about as fast as the fastest GET_PARAM, not 100 ms."""
+    out = kernel.program(
+        """
+d = kgpu.Device(); d.map()
+d.push(kgpu.NOP)
+done = d.submit()
+d.wait(done, 5 * 10**9)
+d.push(kgpu.HANG)
+hung = d.submit()
+def timed(f, *args):
+    t = time.monotonic()
+    e = errno_of(f, *args)
+    return [e, time.monotonic() - t]
+out["get"] = [timed(d.get_param, kgpu.PARAM_COMPLETED) for _ in range(7)]
+out["pending"] = [timed(d.wait, hung, 0) for _ in range(7)]
+out["done"] = [timed(d.wait, done, 0) for _ in range(7)]
+"""
+    )
+    base = min(t for _, t in out["get"])
+    for name, want in (("pending", "ETIME"), ("done", 0)):
+        errs = {e for e, _ in out[name]}
+        fastest = min(t for _, t in out[name])
+        assert errs == {want}, f"WAIT(timeout 0) on a {name} fence gave {errs}, expected {want!r}"
+        assert fastest < max(0.03, 10 * base), (
+            f"WAIT(timeout 0) on a {name} fence: the fastest of 7 took {fastest * 1000:.1f} ms, "
+            f"a GET_PARAM {base * 1000:.2f} ms: a timeout of 0 only looks, it never sleeps"
+        )
+
+
+@pytest.mark.kata_gate(
+    "a WAIT sleeps holding a lock (a mutex or spinlock): timeouts drawn at run time, short and "
+    "long, two contexts, while other threads SUBMIT"
+)
+def test_wait_sleeps_holding_no_lock(kernel: Any) -> None:
+    """The kernel process reports a driver call that sleeps (wait_event*, msleep,
+    usleep_range) while its thread holds a mutex or spinlock: whatever else needs that lock
+    waits as long as the sleep, whatever the timeout."""
+    rng = random_for("kgpu no lock across a sleep")
+    shorts = [rng.randrange(20, 450) for _ in range(3)]  # ms
+    longs = [rng.randrange(500, 900) for _ in range(2)]
+    kernel.program(
+        f"""
+import threading
+a, b = kgpu.Device(), kgpu.Device()
+a.map(); b.map()
+a.push(kgpu.HANG)
+fa = a.submit()
+b.push(kgpu.DELAY, a=300_000)
+fb = b.submit()
+ws = [threading.Thread(target=errno_of, args=(a.wait, fa, ms * 10**6)) for ms in {shorts + longs}]
+ws.append(threading.Thread(target=errno_of, args=(b.wait, fb, 10**12)))
+for w in ws: w.start()
+for i in range(5):
+    time.sleep(0.05)
+    b.push(kgpu.NOP)
+    errno_of(b.submit)
+for w in ws: w.join()
+""",
+        timeout=10,
+    )
+    log = kernel.stop()
+    at = log.find(" sleeps in ")
+    assert at < 0, (
+        "WAIT slept holding a lock: "
+        + log[max(0, log.rfind("\n", 0, at)) : log.find("\n", at)].strip()
+        + ". Take the context's lock around SUBMIT's bookkeeping only, never around the sleep"
+    )
+
+
+@pytest.mark.kata_gate(
+    "poll says POLLIN before the GPU's interrupt reached the driver (a GPU whose interrupts come "
+    "a drawn 250 .. 400 ms after the fence)"
+)
+def test_wait_pollin_only_after_the_interrupt(kernel_py: Any, built: Any, tmp_path: Path) -> None:
+    """The interrupt handler is what completes a fence for the driver: before it ran, the
+    context is not idle, whatever the hardware's registers say (GET at put, the completion
+    register written). Any POLLIN (or COMPLETED) seen before work + interrupt delay passed is
+    early; after it, poll(POLLIN) wakes."""
+    rng = random_for("kgpu pollin after the interrupt")
+    irq_us, work_us = rng.randrange(250_000, 400_000), rng.randrange(30_000, 120_000)
+    with kernel_py.Kernel(built, tmp_path / "kernel.log", irq_delay_us=irq_us) as k:
+        out = k.program(
+            f"""
+d = kgpu.Device(); d.map()
+d.push(kgpu.DELAY, a={work_us})
+d.push(kgpu.INC, a=0)
+t = time.monotonic()
+f = d.submit()
+early = []
+while time.monotonic() - t < ({work_us} + {irq_us}) / 1e6 - 0.03:
+    mask, done = d.poll(select.POLLIN, 0), d.get_param(kgpu.PARAM_COMPLETED)
+    at = time.monotonic() - t
+    if (mask & select.POLLIN or done) and at < ({work_us} + {irq_us}) / 1e6:
+        early.append([round(at, 3), mask, done])
+    time.sleep(0.015)
+out["early"] = early
+out["later"] = d.poll(select.POLLIN, 5000) & select.POLLIN
+out["at"] = time.monotonic() - t
+out["inc"] = d.vram[0]
+"""
+        )
+    assert not out["early"], (
+        f"poll(POLLIN)/COMPLETED before the interrupt: [seconds after SUBMIT, poll mask, "
+        f"COMPLETED] {out['early'][:4]}, with {work_us / 1e6:.3f} s of work and the interrupt "
+        f"{irq_us / 1e6:.3f} s after the fence: POLLIN when the fence the interrupt handler "
+        "recorded reaches the last one submitted, not from the hardware's registers"
+    )
+    assert out["later"] and out["inc"] == 1, (
+        f"poll(POLLIN, 5 s) after the interrupt: {out}: poll_wait on the queue the interrupt "
+        "handler wakes"
+    )
+
+
+@pytest.mark.kata_gate(
+    "poll says POLLOUT when the ring is full, or not when it has room: fill levels drawn at run "
+    "time behind a hung command"
+)
+def test_wait_pollout_by_fill_level(kernel: Any) -> None:
+    """POLLOUT means a SUBMIT of one more command would not be EBUSY: with a HANG first, k more
+    commands waiting leave room for one more exactly when 1 + k + 1 < 256. The oracle is the
+    SUBMIT itself, made after the poll."""
+    rng = random_for("kgpu pollout by fill level")
+    levels = sorted({253, 254, rng.randrange(0, 253), rng.randrange(200, 254)})
+    out = kernel.program(
+        f"""
+got = []
+for k in {levels!r}:
+    d = kgpu.Device(); d.map()
+    d.push(kgpu.HANG)
+    d.submit()
+    if k:
+        d.submit(k)
+    mask = d.poll(select.POLLOUT, 0)
+    got.append([k, bool(mask & select.POLLOUT), errno_of(d.submit, 1)])
+    d.close()
+out["got"] = got
+"""
+    )
+    wrong = [
+        f"{k} commands behind the HANG: POLLOUT {pout}, then SUBMIT(1) gave {e!r}"
+        for k, pout, e in out["got"]
+        if pout != (e == 0) or pout != (k <= 253)
+    ]
+    assert not wrong, (
+        "poll: POLLOUT exactly when the ring has room for one more command: " + "; ".join(wrong)
     )
 
 
