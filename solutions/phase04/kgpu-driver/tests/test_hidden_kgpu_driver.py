@@ -1324,6 +1324,47 @@ def test_isolation_no_data_race_under_tsan(
 
 
 @pytest.mark.kata_gate(
+    "release frees memory or the context while the GPU channel is still bound (before "
+    "kgpu_hw_unbind): contexts closed idle, busy, hung, never mapped, and with their process"
+)
+def test_isolation_release_frees_only_after_unbind(kernel: Any, umd: Path) -> None:
+    """A channel reads its ring, writes its memory and passes its cookie to the interrupt
+    handler until kgpu_hw_unbind returns: a kfree or vfree of any of them before is a use
+    after free (kshim.c asks the simulated GPU at every free, so it shows even when the engine
+    happened not to run at that moment)."""
+    rng = random_for("kgpu free after unbind")
+    kernel.program(
+        f"""
+states = {[rng.choice(["idle", "busy", "hung", "unmapped"]) for _ in range(6)]!r}
+for s in states:
+    d = kgpu.Device()
+    if s != "unmapped":
+        d.map()
+        d.push(kgpu.HANG if s == "hung" else kgpu.DELAY, a=200_000 if s == "busy" else 0)
+        f = d.submit()
+        if s == "idle":
+            d.wait(f, 5 * 10**9)
+    d.close()
+pid = os.fork()
+if pid == 0:
+    a = kgpu.Device(); a.map()
+    a.push(kgpu.DELAY, a=200_000); a.submit()
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    )
+    kernel.umd(umd, "churn", 4)
+    log = kernel.stop()
+    at = log.find("use after free")
+    assert at < 0, (
+        "release: "
+        + log[max(0, log.rfind("\n", 0, at)) : log.find("\n", at)].strip()
+        + ". kgpu_hw_unbind first (it returns once neither the engine nor the interrupt can "
+        "touch the channel), then vfree and kfree"
+    )
+
+
+@pytest.mark.kata_gate(
     "closing a context does not give back what its open allocated before the module unloads: "
     "idle, busy (work in flight), hung and never-mapped contexts, closed or ended with their "
     "process"
