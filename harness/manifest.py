@@ -120,6 +120,9 @@ class Manifest:
     # [test_seconds]: the reference's seconds per test (by function name), from `kata verify
     # --record`; harness.timekeeper.scaled_limit makes each test's limit from them.
     test_seconds: dict[str, float] = field(default_factory=dict)
+    # How many of the kata's shortcut runs `kata verify` makes at once: more than 1 for a kata
+    # whose tests mostly wait (timeouts, sleeping threads), so they overlap without competing.
+    shortcut_jobs: int = 1
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -227,7 +230,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
     "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
-    "sandbox", "test_seconds", "weeks",
+    "sandbox", "test_seconds", "weeks", "shortcut_jobs",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -292,6 +295,9 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     sandbox.unknown({"keep_capabilities"})
     keep = sandbox.choices("keep_capabilities", GRANTABLE_CAPABILITIES)
     test_seconds = _test_seconds(top)
+    shortcut_jobs = top.get("shortcut_jobs", int, 1, "an integer 1..4")
+    if not 1 <= shortcut_jobs <= 4:
+        raise top.fail("shortcut_jobs", f"must be an integer 1..4, got {shortcut_jobs!r}")
     weeks = _weeks(top, phase)
     return Manifest(
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
@@ -299,7 +305,7 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
         time_limit=float(time_limit), memory_limit_mb=memory, tags=top.strings("tags"),
         time_budget=None if time_budget is None else float(time_budget),
         budgets=budgets, gate_fraction=gate_default, given=given, keep_capabilities=keep,
-        test_seconds=test_seconds, weeks=weeks, raw=data,
+        test_seconds=test_seconds, weeks=weeks, raw=data, shortcut_jobs=shortcut_jobs,
     )  # fmt: skip
 
 

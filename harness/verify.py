@@ -292,8 +292,17 @@ def _judge_shortcuts(
     few = too_few(manifest, len(found) + len(problems))
     if few:
         (verdict.problems if FEWER_SHORTCUTS_IS_ERROR else verdict.notes).append(few)
-    for sc in found:
-        score = score_shortcut(manifest, sc, root, extra, workdir)
+    jobs = max(1, min(manifest.shortcut_jobs, len(found)))
+    if jobs > 1:  # a kata whose tests mostly wait: its shortcut runs overlap (kata.toml)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(jobs) as pool:
+            scores = list(
+                pool.map(lambda sc: score_shortcut(manifest, sc, root, extra, workdir), found)
+            )
+    else:
+        scores = [score_shortcut(manifest, sc, root, extra, workdir) for sc in found]
+    for sc, score in zip(found, scores, strict=True):
         verdict.shortcuts.append(score)
         if score.problem:
             verdict.problems.append(f"shortcut {sc.name!r}: {score.problem}")

@@ -48,7 +48,9 @@ def test_good_manifest_loads(tmp_path: Path) -> None:
         ("nvcc",),
         5.0,
     )
-    assert m.points == 10 and m.weeks == ()
+    assert m.points == 10 and m.weeks == () and m.shortcut_jobs == 1
+    jobs = write(tmp_path, GOOD.replace("time_limit = 5", "time_limit = 5\nshortcut_jobs = 3"))
+    assert load_manifest(jobs).shortcut_jobs == 3
     assert load_manifest(
         write(tmp_path, GOOD.replace("phase = 3", "phase = 3\nweeks = [6, 5]"))
     ).weeks == (5, 6)
@@ -72,6 +74,8 @@ def test_good_manifest_loads(tmp_path: Path) -> None:
         ('files = ["calc.py"]', 'files = ["missing.c"]', "files[0]", "does not exist"),
         ('files = ["calc.py"]', 'files = ["../x.py"]', "files[0]", "relative"),
         ("time_limit = 5", "time_limit = -1", "time_limit", "positive"),
+        ("time_limit = 5", "time_limit = 5\nshortcut_jobs = 0", "shortcut_jobs", "1..4"),
+        ("time_limit = 5", 'time_limit = 5\nshortcut_jobs = "2"', "shortcut_jobs", "integer"),
         ('tier = "gpu"', 'tier = "tpu"', "requires.tier", "one of"),
         (
             'capabilities = ["nvcc"]',
