@@ -388,7 +388,9 @@ def test_ioctl_no_data_race_in_concurrent_opens_under_tsan(
         built = kernel_py.build(kata.source, kata.search_path, sanitize=["thread"])
     except BuildError as e:
         pytest.fail(f"compilation failed:\n{e}", pytrace=False)
-    body = OPENS.replace("PROCS", "3").replace("THREADS", "6").replace("ROUNDS", "3")
+    # Under TSan the shim's own bookkeeping orders nothing, so any two opens of different
+    # threads are unordered: a few suffice (and keep the run short)
+    body = OPENS.replace("PROCS", "2").replace("THREADS", "3").replace("ROUNDS", "2")
     with kernel_py.Kernel(built, tmp_path / "kernel.log") as k:
         k.program(body.replace("KEEP", "1"), timeout=60)
         log = k.stop(timeout=60)
@@ -396,7 +398,7 @@ def test_ioctl_no_data_race_in_concurrent_opens_under_tsan(
         pytest.skip(f"ThreadSanitizer cannot run on this machine: {log.strip()[:200]}")
     race = log.find("WARNING: ThreadSanitizer")
     assert race < 0, (
-        "ThreadSanitizer found a data race in the kernel process while threads of 3 processes "
+        "ThreadSanitizer found a data race in the kernel process while threads of 2 processes "
         f"opened and closed contexts at once:\n{log[race : race + 3000]}"
     )
 
