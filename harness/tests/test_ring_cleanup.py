@@ -7,7 +7,9 @@ grandchild that holds a listening socket runs through the real kata's tests with
 a grader kills the pytest process in the middle of a test -- no process it started may be left,
 and no socket of theirs (listening or connected) may be open. Each process the submission
 started writes its pid, its start time and its sockets' ports to a directory first, so the test
-knows exactly what to look for (and that the crash really happened).
+knows exactly what to look for (and that the crash really happened); and every process of the
+run, the tests' own ranks included, inherits a marker in its environment that a scan of /proc
+looks for afterwards.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,6 +47,8 @@ def _crash(comm):
         start = open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
         with open(os.path.join({out!r}, f"{{tag}}-{{os.getpid()}}"), "w") as f:
             f.write(f"{{os.getpid()}} {{start}} {{' '.join(map(str, ports))}}\\n")
+        with open(os.path.join({out!r}, f"env-{{os.getpid()}}"), "w") as f:
+            f.write(os.environ.get("RING_CLEANUP_MARK", ""))
 
     ports = [s.getsockname()[1] for s in comm.peers.values()]
     if comm.rank == 0:
@@ -106,10 +112,29 @@ def _open_sockets(ports: set[int]) -> list[str]:
     return found
 
 
+def _marked(mark: str) -> list[str]:
+    """Every process whose environment holds RING_CLEANUP_MARK=mark: whatever the run started,
+    recorded or not (the tests' own ranks too)."""
+    found, needle = [], f"RING_CLEANUP_MARK={mark}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes()
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and stat.rsplit(")", 1)[1].split()[0] != "Z":
+            found.append(f"pid {proc.name}: {(proc / 'cmdline').read_bytes()[:80]!r}")
+    return found
+
+
 def _leftovers(out: Path) -> tuple[list[str], list[str], dict[str, int]]:
     """(processes still alive, sockets still held, how many of each kind were recorded)."""
     alive, ports, kinds = [], set(), {}
     for note in out.iterdir():
+        if note.name.startswith("env-"):
+            continue
         kind = note.name.split("-")[0]
         kinds[kind] = kinds.get(kind, 0) + 1
         pid, start, *rest = note.read_text().split()
@@ -132,6 +157,8 @@ def _wait_clean(out: Path, seconds: float = 10.0) -> tuple[list[str], list[str],
 def _kill_recorded(out: Path) -> None:
     """Kill what the test found left (so one failure does not leave sleepers behind)."""
     for note in out.iterdir():
+        if note.name.startswith("env-"):
+            continue
         pid, start, *_ = note.read_text().split()
         if _alive(int(pid), start):
             os.kill(int(pid), signal.SIGKILL)
@@ -145,21 +172,38 @@ def _command(patch: Path, tmp: Path) -> list[str]:
 
 
 @pytest.fixture
-def crash(tmp_path: Path) -> tuple[Path, Path]:
+def crash(tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
     out = tmp_path / "pids"
     out.mkdir()
     patch = _crash_patch(tmp_path, out)
-    yield patch, out
+    mark = uuid.uuid4().hex
+    yield patch, out, mark
     _kill_recorded(out)
+    for line in _marked(mark):
+        os.kill(int(line.split()[1].rstrip(":")), signal.SIGKILL)
+
+
+def _env(mark: str) -> dict[str, str]:
+    return {**os.environ, "RING_CLEANUP_MARK": mark}
+
+
+def _check_marked(out: Path, mark: str) -> None:
+    """The marker reached the ranks (so the scan below can see them), and nothing holds it now."""
+    seen = {n.read_text() for n in out.iterdir() if n.name.startswith("env-")}
+    assert seen == {mark}, f"the run's marker did not reach its ranks ({seen}): nothing to scan for"
+    deadline = time.monotonic() + 10
+    while (left := _marked(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes of the run outlived it: {left}"
 
 
 def test_a_crashing_submission_leaves_no_process_and_no_socket(
-    crash: tuple[Path, Path], tmp_path: Path
+    crash: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
-    patch, out = crash
+    patch, out, mark = crash
     proc = subprocess.run(
         _command(patch, tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=240,
-        start_new_session=True,
+        start_new_session=True, env=_env(mark),
     )  # fmt: skip
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, f"the crashing submission must fail its tests:\n{text[-3000:]}"
@@ -168,16 +212,17 @@ def test_a_crashing_submission_leaves_no_process_and_no_socket(
         assert kinds.get(kind), f"no rank recorded {kind!r}: the crash did not run\n{text[-3000:]}"
     assert not alive, f"processes outlived the run: {alive}"
     assert not socks, f"sockets outlived the run: {socks}"
+    _check_marked(out, mark)
 
 
 def test_a_run_killed_mid_test_leaves_no_process_and_no_socket(
-    crash: tuple[Path, Path], tmp_path: Path
+    crash: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
     """A grader's limit: the pytest process is SIGKILLed while the ranks hang in a test."""
-    patch, out = crash
+    patch, out, mark = crash
     child = subprocess.Popen(
         _command(patch, tmp_path), cwd=ROOT, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        stderr=subprocess.DEVNULL, start_new_session=True, env=_env(mark),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -196,3 +241,4 @@ def test_a_run_killed_mid_test_leaves_no_process_and_no_socket(
     assert kinds.get("hang"), "no rank hung: the kill did not land in the middle of a job"
     assert not alive, f"processes outlived the killed run: {alive}"
     assert not socks, f"sockets outlived the killed run: {socks}"
+    _check_marked(out, mark)
