@@ -63,7 +63,7 @@ def test_detect_killed_host(detector: Any, drill: Any, replay: Any) -> None:
         timeline = replay(make_detector(detector), trace)
         when = [t for t, s in timeline[dead] if s == "dead"]
         assert when, f"host {o} never declared the killed host {dead} dead: {timeline[dead]}"
-        assert when[0] < dr.fault_time + 0.5, (
+        assert when[0] < dr.fault_time + 1.0, (
             f"host {o} saw host {dead}'s connection close but declared it dead only "
             f"{when[0] - dr.fault_time:.2f} s after the kill"
         )

@@ -174,7 +174,9 @@ def test_detect_silent_hosts_die_in_time(detector: Any, drill: Any, replay: Any)
             )
             dead = [t for t, s in tl[h] if s == "dead"]
             assert dead, f"{kind} drill: host {o} never declared the silent host {h} dead: {tl[h]}"
-            assert dead[0] <= dr.fault_time + DEAD_AFTER + 0.2, (
+            # The last heartbeat may still have been on its way when the fault fired: 0.8 s
+            # of margin for a loaded machine, within the drill's 0.9 s after dead_after.
+            assert dead[0] <= dr.fault_time + DEAD_AFTER + 0.8, (
                 f"{kind} drill: host {o} declared host {h} dead {dead[0] - dr.fault_time:.2f} s "
                 f"after the fault; the silence reached dead_after={DEAD_AFTER} s before that"
             )
