@@ -151,8 +151,8 @@ class TrainConfig:
     ckpt_every: int = 3  # checkpoint after every this many completed steps
     size: int = 16  # elements of the state
     seed: int = 0  # what grad() draws from
-    window: float = 2.0  # rendezvous: close once no host joined for this many seconds
-    timeout: float = 1.0  # the comm's socket timeout (a collective gives up after it)
+    window: float = 3.0  # rendezvous: close once no host joined for this many seconds
+    timeout: float = 2.0  # the comm's socket timeout (a collective gives up after it)
 
 
 def grad(cfg: TrainConfig, host: int, step: int) -> np.ndarray:
