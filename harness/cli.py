@@ -22,6 +22,7 @@ DEFAULT_MUTANTS = 10  # `kata verify --mutants` without N: harness.mutants.DEFAU
 
 if TYPE_CHECKING:
     from .tiers import Capabilities
+    from .verify import ShortcutSample
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -278,6 +279,24 @@ def cmd_new(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _shortcut_sample(text: str | None) -> ShortcutSample | None:
+    """`--shortcut-sample N[:SEED]` -> verify's ShortcutSample (a fresh seed when none is given)."""
+    if not text:
+        return None
+    from .verify import ShortcutSample
+
+    count, _, seed = text.partition(":")
+    try:
+        n, s = int(count), int(seed) if seed else seeds.fresh()
+    except ValueError:
+        raise CliError(
+            f"--shortcut-sample {text!r}: expected N or N:SEED (whole numbers)"
+        ) from None
+    if n < 1:
+        raise CliError(f"--shortcut-sample {text!r}: N must be at least 1")
+    return ShortcutSample(n, s)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from .shortcuts import table as shortcut_table
     from .verify import verify
@@ -304,6 +323,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         mutants=mutants,
         seed=args.seed,
         fresh_seeds=args.seeds,
+        shortcut_sample=_shortcut_sample(args.shortcut_sample),
     )
     if not verdicts:
         raise CliError(f"no katas under {', '.join(map(str, paths))}")
@@ -551,6 +571,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="K",
         help="also run each reference on K fresh seeds: finds references wrong on rare inputs",
+    )
+    s.add_argument(
+        "--shortcut-sample",
+        metavar="N[:SEED]",
+        default=None,
+        help="run only N of each kata's shortcuts, drawn with SEED (fresh if not given)",
     )
     s.set_defaults(func=cmd_verify)
     for name, module, text in (

@@ -79,11 +79,13 @@ def verify(
     mutants: MutantOptions | None = None,
     seed: int = VERIFY_SEED,
     fresh_seeds: int = 0,
+    shortcut_sample: ShortcutSample | None = None,
 ) -> list[KataVerdict]:
     """`record`: write each passing kata's time_budget and [test_seconds] from the reference's
     run time. `mutants`: then sample and run mutants of each kata whose reference passes
     (`--mutants`). Every run uses run seed `seed`; `fresh_seeds` more runs of the reference each
-    draw a fresh one."""
+    draw a fresh one. `shortcut_sample`: run only that many of each kata's shortcuts (a quick
+    check; the whole set is what `kata verify` runs)."""
     extra = list(extra or [])
     if not any(a.startswith("--kata-seed") for a in extra):
         extra.append(f"--kata-seed={seed}")
@@ -114,7 +116,10 @@ def verify(
         learner, learner_out = run_pytest(runnable, root, "learner", extra, Path(tmp))
         if run_shortcuts:
             for d in runnable:
-                _judge_shortcuts(load_manifest(d), by_path[_rel(d, root)], root, extra, Path(tmp))
+                _judge_shortcuts(
+                    load_manifest(d), by_path[_rel(d, root)], root, extra, Path(tmp),
+                    shortcut_sample,
+                )  # fmt: skip
         fixed = [a for a in extra if not a.startswith("--kata-seed")]
         for _ in range(fresh_seeds):
             other = seeds.fresh()
@@ -284,14 +289,39 @@ def _undeclared_modules(manifest: Manifest) -> list[str]:
             for f in loose]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ShortcutSample:
+    """Run `count` of each kata's shortcuts, drawn with `seed` (the sample is named in a note,
+    so a failure is reproduced by running that kata's whole set)."""
+
+    count: int
+    seed: int
+
+
 def _judge_shortcuts(
-    manifest: Manifest, verdict: KataVerdict, root: Path, extra: list[str], workdir: Path
+    manifest: Manifest,
+    verdict: KataVerdict,
+    root: Path,
+    extra: list[str],
+    workdir: Path,
+    sample: ShortcutSample | None = None,
 ) -> None:
     found, problems = shortcuts(manifest)
     verdict.problems += problems
     few = too_few(manifest, len(found) + len(problems))
     if few:
         (verdict.problems if FEWER_SHORTCUTS_IS_ERROR else verdict.notes).append(few)
+    if sample is not None and len(found) > sample.count:
+        import random
+
+        rng = random.Random(f"{sample.seed}:{manifest.id}")
+        chosen = sorted(rng.sample(range(len(found)), sample.count))
+        verdict.notes.append(
+            f"{sample.count} of its {len(found)} shortcuts run (sample seed {sample.seed}: "
+            + ", ".join(found[i].name for i in chosen)
+            + "); `kata verify` without a sample runs them all"
+        )
+        found = [found[i] for i in chosen]
     jobs = max(1, min(manifest.shortcut_jobs, len(found)))
     if jobs > 1:  # a kata whose tests mostly wait: its shortcut runs overlap (kata.toml)
         from concurrent.futures import ThreadPoolExecutor

@@ -555,6 +555,31 @@ def test_verify_fails_a_shortcut_no_gate_catches(repo: KataRepo, capsys) -> None
     assert "MORE THAN 50%" in out
 
 
+def test_verify_runs_a_named_sample_of_the_shortcuts(repo: KataRepo, capsys) -> None:
+    """--shortcut-sample N:SEED runs N shortcuts of a kata, the same N for the same seed, and
+    names them; an unsampled shortcut earning too much is not judged (the full run judges it)."""
+    from harness.cli import main
+
+    gated_kata(repo, stub=STUB)
+    sneaky = (
+        "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return 6 if a == 2 else a * b\n"
+    )
+    add_shortcut(repo, "five", {"calc.py": SHORTCUT})
+    base = add_shortcut(repo, "mul-example", {"calc.py": sneaky})
+    (base / "shortcut.toml").write_text('task = "mul"\nwhy = "mul hard-codes the example"\n')
+    runs = {}
+    for seed in range(8):
+        code = main(["--root", str(repo.root), "verify", "--shortcut-sample", f"1:{seed}"])
+        out = capsys.readouterr().out
+        ran = "mul-example" if "mul-example" in out.split("shortcuts, points")[1] else "five"
+        assert f"1 of its 2 shortcuts run (sample seed {seed}: {ran});" in out, out
+        assert code == (1 if ran == "mul-example" else 0), out
+        runs[seed] = ran
+    assert set(runs.values()) == {"five", "mul-example"}, runs
+    assert main(["--root", str(repo.root), "verify", "--shortcut-sample", "x"]) == 2
+    assert "--shortcut-sample 'x': expected N or N:SEED" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "toml, files, problem",
     [

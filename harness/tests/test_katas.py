@@ -4,15 +4,24 @@ and the stubs are not started on every test they run (never passing, never faili
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from harness import seeds
 from harness.manifest import discover
-from harness.verify import verify
+from harness.verify import ShortcutSample, verify
 
 ROOT = Path(__file__).resolve().parents[2]
 KATAS = discover(ROOT) if (ROOT / "katas").is_dir() else []
+
+
+def _sample() -> ShortcutSample | None:
+    """KATA_VERIFY_SHORTCUTS=N runs N of each kata's shortcuts (drawn fresh each run, named in
+    the failure); unset or "all", every one of them."""
+    want = os.environ.get("KATA_VERIFY_SHORTCUTS", "all")
+    return None if want == "all" else ShortcutSample(int(want), seeds.fresh())
 
 
 def test_the_repository_has_katas() -> None:
@@ -24,5 +33,7 @@ def test_the_repository_has_katas() -> None:
 @pytest.mark.timeout(1200, method="thread")
 @pytest.mark.parametrize("kata_dir", KATAS, ids=[str(k.relative_to(ROOT / "katas")) for k in KATAS])
 def test_kata_verifies(kata_dir: Path) -> None:
-    (verdict,) = verify([kata_dir], ROOT)
-    assert verdict.ok, f"kata verify {verdict.path}:\n  " + "\n  ".join(verdict.problems)
+    (verdict,) = verify([kata_dir], ROOT, shortcut_sample=_sample())
+    assert verdict.ok, f"kata verify {verdict.path}:\n  " + "\n  ".join(
+        verdict.problems + verdict.notes
+    )
