@@ -55,6 +55,7 @@ def test_detect_late_heartbeat_after_death(detector: Any) -> None:
     assert d.status(3, 13.5) == "dead"
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 def test_detect_killed_host(detector: Any, drill: Any, replay: Any) -> None:
     make_detector(detector)([0, 1], 0.0)  # a stub stops here, before the drill runs
     dr = drill("kill")
@@ -74,6 +75,7 @@ def test_detect_killed_host(detector: Any, drill: Any, replay: Any) -> None:
                 )
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 def test_detect_slow_link_is_not_dead(detector: Any, drill: Any, replay: Any) -> None:
     make_detector(detector)([0, 1], 0.0)
     dr = drill("slow")
@@ -124,6 +126,7 @@ def test_straggler_by_hand(diagnose: Any) -> None:
     assert diagnose.slow_links(fast) == [(1, 2)]
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 def test_straggler_slow_drill(diagnose: Any, drill: Any) -> None:
     diagnose.slow_links({(0, 1): [0.01], (1, 0): [0.01], (0, 2): [0.01]})
     dr = drill("slow")

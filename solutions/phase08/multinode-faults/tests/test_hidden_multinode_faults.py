@@ -146,6 +146,7 @@ def test_detect_refuses_bad_arguments(detector: Any) -> None:
             getattr(det, call)(9, 0.1)
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 @pytest.mark.kata_gate(
     "FailureDetector's timeline differs from the silence rules on the heartbeats recorded in "
     "real drills (a killed, stopped or partitioned host, a cut, slow or flapping link)"
@@ -172,6 +173,7 @@ def test_detect_every_drill(detector: Any, drill: Any, replay: Any, drills: Any)
                 )
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 def test_detect_silent_hosts_die_in_time(detector: Any, drill: Any, replay: Any) -> None:
     detector.FailureDetector([0], 0.0, SUSPECT_AFTER, DEAD_AFTER)
     for kind in ("stop", "partition"):
@@ -242,6 +244,7 @@ def test_report_random_clusters(diagnose: Any, jobs: Any, kata_rng: Any) -> None
         )
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 @pytest.mark.kata_gate(
     "diagnose names the wrong host or link on the views of real drills (a killed, stopped or "
     "partitioned host, a cut link, a slow link)"
@@ -299,6 +302,7 @@ def test_straggler_random_runs(diagnose: Any, kata_rng: Any) -> None:
         assert got == slow, f"slow_links (case {case}) returned {got}, expected {slow}; {probes}"
 
 
+@pytest.mark.tier("cluster-sim")  # a real cluster
 def test_straggler_drills(diagnose: Any, drill: Any) -> None:
     diagnose.slow_links({(0, 1): [0.01], (1, 0): [0.01], (0, 2): [0.01]})
     for kind in ("slow", "kill"):
