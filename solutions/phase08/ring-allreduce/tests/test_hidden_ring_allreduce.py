@@ -426,7 +426,8 @@ def test_small_recursive_doubling_fresh(
 ) -> None:
     for _ in range(5):
         n = int(kata_rng.integers(2, 9))
-        count = int(kata_rng.choice([0, 1, int(kata_rng.integers(2, 3000))]))
+        big = int(kata_rng.integers(10_000, 60_000))  # more than one exchange's socket buffers
+        count = int(kata_rng.choice([0, 1, int(kata_rng.integers(2, 3000)), big]))
         dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
         op = str(kata_rng.choice(["sum", "max"]))
         xs = make_inputs(kata_rng, n, count, dtype)
@@ -443,14 +444,42 @@ def test_small_recursive_doubling_fresh(
 def test_small_recursive_doubling_any_n(
     ring: Any, cluster: Any, oracle: Any, make_inputs: Any, kata_rng: Any
 ) -> None:
-    for n in (int(kata_rng.choice([3, 5, 6, 7])), int(kata_rng.choice([2, 4, 8]))):
-        count = int(kata_rng.integers(1, 2000))
+    for n, most in (
+        (int(kata_rng.choice([3, 5, 6, 7])), 2000),
+        (int(kata_rng.choice([2, 4, 8])), 40_000),
+    ):
+        count = int(kata_rng.integers(1, most))
         dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
         xs = make_inputs(kata_rng, n, count, dtype)
         what = f"recursive_doubling_allreduce(n={n}, {count} x {dtype}, op='sum')"
         job = cluster.run(ring.recursive_doubling_allreduce, xs, op="sum")
         _check_rd(job, xs, "sum", oracle, what)
         _rd_links(job, n, count * xs[0].itemsize, oracle, what)
+
+
+@pytest.mark.kata_gate(
+    "recursive_doubling_allreduce did not finish (ranks timed out or hung) with arrays larger "
+    "than the socket buffers"
+)
+def test_small_recursive_doubling_big_arrays_small_buffers(
+    ring: Any, cluster: Any, oracle: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    n = int(kata_rng.integers(2, 6))
+    bufsize = int(kata_rng.integers(4096, 16385))
+    count = int(kata_rng.integers(20, 40)) * bufsize // 4
+    xs = make_float32(kata_rng, n, count)
+    what = (
+        f"recursive_doubling_allreduce(n={n}, {count} x float32) with socket buffers of "
+        f"{bufsize} bytes"
+    )
+    job = cluster.run(
+        ring.recursive_doubling_allreduce, xs, bufsize=bufsize, timeout=3.0, deadline=20.0
+    )
+    honest_errors(job)
+    stuck = _stuck(job)
+    assert not stuck, f"{what}: {stuck} (two partners that both send before they read wait forever)"
+    _check_rd(job, xs, "sum", oracle, what)
+    _rd_links(job, n, count * 4, oracle, what)
 
 
 @pytest.mark.kata_gate(
@@ -463,7 +492,7 @@ def test_small_threshold_fresh(
     n = int(kata_rng.integers(2, 7))
     dtype = str(kata_rng.choice(["float32", "float16", "int32"]))
     itemsize = np.dtype(dtype).itemsize
-    m = int(kata_rng.integers(n + 2, 3000))
+    m = int(kata_rng.integers(n + 2, 20_000))
     threshold = m * itemsize
     slice_elems = int(getattr(ring, "SLICE_ELEMS", 1 << 16))
     for count in (m - 1, m, m + 1, int(kata_rng.integers(1, m)), int(kata_rng.integers(m, 2 * m))):
