@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .netcluster import Node, RankFailure  # noqa: F401  (re-exported for elastic.py)
+from .netcluster import Node, RankFailure, own_data  # noqa: F401  (re-exported for elastic.py)
 
 ALIVE, SUSPECT, DEAD = "alive", "suspect", "dead"
 STATUSES = (ALIVE, SUSPECT, DEAD)
@@ -155,9 +155,14 @@ class TrainConfig:
     timeout: float = 2.0  # the comm's socket timeout (a collective gives up after it)
 
 
-def grad(cfg: TrainConfig, host: int, step: int) -> np.ndarray:
-    """Host `host`'s contribution at `step`: int64, the same wherever it is computed."""
-    rng = np.random.default_rng([cfg.seed, host, step])
+def grad(cfg: TrainConfig, host: int, step: int, data: int | None = None) -> np.ndarray:
+    """Host `host`'s contribution at `step`: int64, drawn from the host's own data, which only
+    host `host`'s process holds (another host's grad raises ValueError: what the others
+    contributed reaches a host through the all-reduce or a checkpoint, nowhere else).
+    `data` is for the tests, which learn each host's data from the cluster."""
+    if data is None:
+        data = own_data(host)
+    rng = np.random.default_rng([cfg.seed, host, step, data])
     return rng.integers(-1000, 1000, cfg.size, dtype=np.int64)
 
 

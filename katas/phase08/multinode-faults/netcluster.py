@@ -368,20 +368,26 @@ class Checkpoints:
     save(step, state) writes atomically (a temporary file renamed over): a host killed while
     saving leaves the previous checkpoint whole. latest() is the newest (step, state) or None."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, report: Callable[[bytes, Any], None] | None = None
+    ) -> None:
         self.path = Path(path)
+        self._report = report  # on a host: tells the tests what was saved and loaded
 
     def save(self, step: int, state: np.ndarray) -> None:
         tmp = self.path / f".tmp-{os.getpid()}-{step}.npy"
         with open(tmp, "wb") as f:
             np.save(f, np.asarray(state))
         os.replace(tmp, self.path / f"step-{int(step):08d}.npy")
+        if self._report is not None:
+            self._report(b"C", [int(step), np.asarray(state).tolist()])
 
     def latest(self) -> tuple[int, np.ndarray] | None:
         steps = sorted(self.path.glob("step-*.npy"))
-        if not steps:
-            return None
-        return int(steps[-1].stem.split("-")[1]), np.load(steps[-1])
+        got = None if not steps else (int(steps[-1].stem.split("-")[1]), np.load(steps[-1]))
+        if self._report is not None:
+            self._report(b"P", None if got is None else [got[0], got[1].tolist()])
+        return got
 
 
 # --------------------------------------------------------------------------- a host's node
@@ -396,7 +402,9 @@ class Node:
         self.hosts = list(hosts)  # every host the job started with
         self.timeout = timeout  # the default socket timeout of connect()'s comms
         self.store = Store()
-        self.checkpoints = Checkpoints(ckpt)
+        self.checkpoints = Checkpoints(
+            ckpt, lambda tag, what: _send_msg(report_fd, tag, json.dumps(what).encode())
+        )
         self._listener = listener
         self._pending: dict[tuple[int, int], socket.socket] = {}
         self._ctl, self._report = ctl_fd, report_fd
@@ -725,6 +733,10 @@ def _host_main(
     lst.listen(256)
     _send_msg(report_fd, b"R")
     _read_exact_fd(ctl_fd, 1)  # go
+    # This host's own data (jobs.grad): drawn here, after the fork, so no other host's
+    # process ever holds it; the tests learn it from the report, for their oracle.
+    _OWN_DATA[host] = int.from_bytes(os.urandom(6), "little")
+    _send_msg(report_fd, b"K", struct.pack("<Q", _OWN_DATA[host]))
     node = Node(host, hosts, lst, ckpt, ctl_fd, report_fd, timeout)
     report: dict[str, Any] = {}
     try:
@@ -737,6 +749,17 @@ def _host_main(
         report["where"] = _where(e)
     report["end"] = time.clock_gettime(time.CLOCK_MONOTONIC)
     _send_msg(report_fd, b"D", json.dumps(report).encode())
+
+
+_OWN_DATA: dict[int, int] = {}  # on a host's process: that host's data seed, nothing else
+
+
+def own_data(host: int) -> int:
+    """The seed of host `host`'s own data: only host `host`'s process has it."""
+    if host not in _OWN_DATA:
+        where = f"host {next(iter(_OWN_DATA))}" if _OWN_DATA else "the test process"
+        raise ValueError(f"host {host}'s data is only on host {host}, not on {where}")
+    return _OWN_DATA[host]
 
 
 def _plain(value: Any) -> Any:
@@ -792,6 +815,9 @@ class HostResult:
     steps: list[tuple[int, float]] = field(default_factory=list)  # (step, when begun)
     finished: bool = False  # the function returned or raised
     killed: str | None = None  # "fault" (a kill fault), "deadline" (still running at it)
+    data: int | None = None  # the seed of this host's own data (jobs.grad's `data`)
+    saves: list[tuple[int, list[Any], float]] = field(default_factory=list)  # checkpoints saved
+    loads: list[tuple[Any, float]] = field(default_factory=list)  # what latest() returned
 
 
 @dataclass
@@ -869,6 +895,17 @@ def _fork_in_netns(body: Callable[[int, int], None]) -> tuple[int, int, int]:
 _Cluster_fds: set[int] = set()  # every cluster's pipe ends in this process (closed in children)
 
 
+def _sweep_checkpoint_dirs() -> None:
+    """Remove the checkpoint directories of test processes killed before close(). No Cluster
+    lives a quarter of an hour (a run's deadline is a minute): an older one is a leftover,
+    whatever PID namespace or machine load its process had."""
+    old = time.time() - 900
+    for d in Path(tempfile.gettempdir()).glob("kata-ckpt-*"):
+        with contextlib.suppress(OSError):
+            if d.stat().st_mtime < old:
+                shutil.rmtree(d, ignore_errors=True)
+
+
 class Cluster:
     """`n` hosts, a switch, a relay and a store: see the module's docstring. Use it in a `with`
     (or call close()): closing kills every process of the cluster, which removes its namespaces,
@@ -880,7 +917,10 @@ class Cluster:
         self.n, self.seed, self.timeout = n, seed, timeout
         self.pids: list[int] = []
         self.namespaces: set[int] = set()  # the net namespaces' inodes, for leak checks
-        self.ckpt = tempfile.mkdtemp(prefix="kata-ckpt-")
+        _sweep_checkpoint_dirs()
+        # A run killed before close() leaves it behind: the next Cluster of any run removes
+        # it (the pid in the name says whose it was).
+        self.ckpt = tempfile.mkdtemp(prefix=f"kata-ckpt-{os.getpid()}-")
         self._fds: list[int] = []
         self._ns_fds: list[int] = []
         self._left: list[str] = []
@@ -1174,6 +1214,13 @@ class Cluster:
                             os.write(procs[h][1], b"a")
                     elif tag == b"L":
                         results[h].log.append(json.loads(payload))
+                    elif tag == b"K":
+                        (results[h].data,) = struct.unpack("<Q", payload)
+                    elif tag == b"C":
+                        step, state = json.loads(payload)
+                        results[h].saves.append((step, state, time.monotonic()))
+                    elif tag == b"P":
+                        results[h].loads.append((json.loads(payload), time.monotonic()))
                     elif tag == b"D":
                         rep = json.loads(payload)
                         r = results[h]
@@ -1192,6 +1239,6 @@ class Cluster:
 
 __all__ = [
     "Checkpoints", "ClusterError", "Cluster", "Comm", "FAULTS", "Fault", "HostResult", "Node",
-    "RankFailure", "RunResult", "Store", "StoreUnreachable", "allreduce", "host_ip",
+    "RankFailure", "RunResult", "Store", "StoreUnreachable", "allreduce", "host_ip", "own_data",
     "processes_in", "recv_exact", "recv_frame", "send_frame",
 ]  # fmt: skip

@@ -16,7 +16,8 @@ class FailureDetector:
     reached dead_after: from then on the peer stays dead, whatever arrives later (a peer that
     was declared dead comes back only through a new rendezvous, never by itself). Otherwise
     "suspect" while the silence is at least suspect_after, else "alive". Calls come in time
-    order (now never decreases); peers not in `peers` and bad thresholds raise ValueError."""
+    order (now never decreases); peers not in `peers` raise ValueError, and so do thresholds
+    unless 0 < suspect_after < dead_after (strictly: equal thresholds leave no suspicion)."""
 
     def __init__(
         self, peers: list[int], start: float, suspect_after: float, dead_after: float

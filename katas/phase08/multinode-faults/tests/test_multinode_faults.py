@@ -140,9 +140,11 @@ def test_straggler_slow_drill(diagnose: Any, drill: Any) -> None:
 
 
 # --------------------------------------------------------------------------- recover
-def expected_state(jobs: Any, cfg: Any, hosts: int, lost: int | None, at: int | None) -> Any:
+def expected_state(
+    jobs: Any, cfg: Any, res: Any, hosts: int, lost: int | None, at: int | None
+) -> Any:
     """The job's state: every host's grads up to the last checkpoint before the fault's step,
-    the survivors' from there on."""
+    the survivors' from there on (each host's data as the cluster reported it)."""
     ckpt = 0 if at is None else (at // cfg.ckpt_every) * cfg.ckpt_every
     total = np.zeros(cfg.size, dtype=np.int64)
     for step in range(cfg.steps):
@@ -150,7 +152,7 @@ def expected_state(jobs: Any, cfg: Any, hosts: int, lost: int | None, at: int | 
             range(hosts) if at is None or step < ckpt else [h for h in range(hosts) if h != lost]
         )
         for h in members:
-            total += jobs.grad(cfg, h, step)
+            total += jobs.grad(cfg, h, step, data=res.results[h].data)
     return total
 
 
@@ -159,7 +161,7 @@ def test_recover_no_fault(elastic: Any, netcluster: Any, jobs: Any) -> None:
     with netcluster.Cluster(3) as c:
         res = c.run(elastic.train, cfg, deadline=30)
     res.check_todo()
-    want = expected_state(jobs, cfg, 3, None, None)
+    want = expected_state(jobs, cfg, res, 3, None, None)
     for h in range(3):
         got = res.value(h)
         assert np.array_equal(got["state"], want), f"host {h}: {got['state']} != {want}"
@@ -180,7 +182,7 @@ def test_recover_killed_host(elastic: Any, netcluster: Any, jobs: Any, kata_rng:
             res.value(h)  # what a host raised, if one did
     assert res.fired, f"host {lost} never began step {at}: call node.begin_step(step) every step"
     survivors = [h for h in range(n) if h != lost]
-    want = expected_state(jobs, cfg, n, lost, at)
+    want = expected_state(jobs, cfg, res, n, lost, at)
     for new_rank, h in enumerate(survivors):
         got = res.value(h)
         assert got["members"] == survivors, f"host {h}: members {got['members']} != {survivors}"
