@@ -4,12 +4,8 @@ order, recursive doubling's result in its order, and the bytes each algorithm pu
 
 from __future__ import annotations
 
-import os
-import select
 import socket
-import struct
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -202,159 +198,48 @@ def make_inputs() -> Any:
 
 
 # --------------------------------------------------------------------------- the tests' own ranks
-def _read_frame(sock: socket.socket) -> tuple[int, bytes] | None:
-    """One frame, or None on EOF or when nothing comes for the socket's timeout."""
-
-    def exact(k: int) -> bytes | None:
-        buf = b""
-        while len(buf) < k:
-            try:
-                more = sock.recv(k - len(buf))
-            except OSError:
-                return None
-            if not more:
-                return None
-            buf += more
-        return buf
-
-    head = exact(8)
-    if head is None:
-        return None
-    kind, length = struct.unpack("<II", head)
-    body = exact(length)
-    return None if body is None else (kind, body)
-
-
-def _frame(kind: int, payload: bytes) -> bytes:
-    return struct.pack("<II", kind, len(payload)) + payload
-
-
 @pytest.fixture(scope="module")
-def peers() -> Any:
+def peers(cluster: Any) -> Any:
     """Ranks the tests run in place of yours (cluster.run's `roles`): each factory returns a
-    role, fn(comm, x, kwargs). A `done` pipe (done()) lets a recording rank tell the waiting
-    ones that the test has seen what it wanted, so they leave at once."""
+    cluster.Role, run in a rank process of its own, started like yours (cluster.py has their
+    code). The recording rank tells the waiting ones (through a pipe every rank of the job
+    holds) that the test has seen what it wanted, so they leave at once."""
 
     class Peers:
         @staticmethod
-        def done() -> tuple[int, int]:
-            return os.pipe()
-
-        @staticmethod
-        def first_slices_then_leave(
-            slice_elems: int, pipe: tuple[int, int], limit: float, k: int = 1
-        ) -> Any:
+        def first_slices_then_leave(slice_elems: int, limit: float, k: int = 1) -> Any:
             """Send your right neighbour only the first k slices of your reduce-scatter chunk,
             wait until the recorder is done (at most `limit` s), then close every socket."""
-
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
-                a, b = _bounds(x.size, comm.size)[comm.rank]
-                for j in range(k):
-                    part = x[a + j * slice_elems : min(b, a + (j + 1) * slice_elems)]
-                    comm.peer(comm.right).sendall(_frame(0, part.tobytes()))
-                select.select([pipe[0]], [], [], limit)
-                for s in comm.peers.values():
-                    s.close()
-
-            return role
+            return cluster.role(
+                "first_slices_then_leave", slice_elems=slice_elems, limit=limit, k=k
+            )
 
         @staticmethod
         def ring_steps_then(fail: str, steps: int) -> Any:
             """The ring, faithfully (README, "The ring, exactly"), for `steps` of its 2(n-1)
             receiving steps (reduce-scatter first, then all-gather), then die or stall."""
-
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
-                n, r = comm.size, comm.rank
-                se, op = kwargs.get("slice_elems", 1 << 16), kwargs.get("op", "sum")
-                out, bounds = x.copy(), _bounds(x.size, comm.size)
-                right, left = comm.peer(comm.right), comm.peer(comm.left)
-
-                def frames(c: int) -> list[tuple[int, int]]:
-                    a, b = bounds[c]
-                    return [(a, b)] if a == b else [(i, min(i + se, b)) for i in range(a, b, se)]
-
-                for a, b in frames(r):
-                    right.sendall(_frame(0, out[a:b].tobytes()))
-                for step in range(steps):
-                    gather = step >= n - 1
-                    c = (r - step - 1) % n if not gather else (r - (step - (n - 1))) % n
-                    for a, b in frames(c):
-                        f = _read_frame(left)
-                        if f is None:
-                            os._exit(18)
-                        got = np.frombuffer(f[1], dtype=out.dtype)
-                        out[a:b] = got if gather else _op(op, got, out[a:b])
-                        if step < 2 * (n - 1) - 1:
-                            right.sendall(_frame(0, out[a:b].tobytes()))
-                time.sleep(0.05)
-                if fail == "die":
-                    os._exit(17)
-                time.sleep(3600)
-
-            return role
+            return cluster.role("ring_steps_then", fail=fail, steps=steps)
 
         @staticmethod
-        def record_from_left(frames: int, pipe: tuple[int, int]) -> Any:
+        def record_from_left(frames: int) -> Any:
             """Read up to `frames` frames from the left neighbour (until EOF or nothing for
             comm.timeout s) and return them as [kind, hex payload]; then say done."""
-
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> list[list[Any]]:
-                got: list[list[Any]] = []
-                while len(got) < frames:
-                    f = _read_frame(comm.peer(comm.left))
-                    if f is None:
-                        break
-                    got.append([f[0], f[1].hex()])
-                os.write(pipe[1], b"x")
-                return got
-
-            return role
+            return cluster.role("record_from_left", frames=frames)
 
         @staticmethod
-        def wait_then_leave(pipe: tuple[int, int], limit: float) -> Any:
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
-                select.select([pipe[0]], [], [], limit)
-                for s in comm.peers.values():
-                    s.close()
-
-            return role
+        def wait_then_leave(limit: float) -> Any:
+            return cluster.role("wait_then_leave", limit=limit)
 
         @staticmethod
         def abort(to: list[int], names: int, reason: str = "test") -> Any:
             """Send ABORT naming `names` to the ranks `to`, then stay (alive, silent)."""
-
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
-                body = struct.pack("<I", names) + reason.encode()
-                for k in to:
-                    comm.peer(k).sendall(_frame(1, body))
-                time.sleep(3600)
-
-            return role
+            return cluster.role("abort", to=list(to), names=names, reason=reason)
 
         @staticmethod
         def rd_first_message_then(fail: str) -> Any:
             """Recursive doubling up to this rank's first message sent (the fold to r - p, or
             the first exchange with r ^ 1 after folding r + p in), then die or stall."""
-
-            def role(comm: Any, x: np.ndarray, kwargs: dict[str, Any]) -> None:
-                n, r = comm.size, comm.rank
-                p = 1 << (n.bit_length() - 1)
-                v = x.copy()
-                if r >= p:
-                    comm.peer(r - p).sendall(_frame(0, v.tobytes()))
-                else:
-                    if r + p < n:
-                        f = _read_frame(comm.peer(r + p))
-                        if f is None:
-                            os._exit(18)
-                        v = _op(kwargs.get("op", "sum"), v, np.frombuffer(f[1], dtype=v.dtype))
-                    comm.peer(r ^ 1).sendall(_frame(0, v.tobytes()))
-                time.sleep(0.05)
-                if fail == "die":
-                    os._exit(17)
-                time.sleep(3600)
-
-            return role
+            return cluster.role("rd_first_message_then", fail=fail)
 
     return Peers()
 

@@ -126,12 +126,11 @@ def test_pipeline_forwards_a_slice_before_its_chunk_is_complete(
     (the tests') records what rank 1 sends: its own chunk, then that slice, reduced."""
     n, slice_elems, count = 3, 8, 60  # chunks of 20 elements: 3 slices each
     xs = [np.arange(count, dtype=np.float32) + 100 * r for r in range(n)]
-    pipe = peers.done()
     own = len(cluster.slices(20, 40, slice_elems))
     job = cluster.run(
         ring.ring_allreduce, xs, slice_elems=slice_elems, timeout=3.0, deadline=15.0,
-        roles={0: peers.first_slices_then_leave(slice_elems, pipe, 10.0),
-               2: peers.record_from_left(own + 1, pipe)},
+        roles={0: peers.first_slices_then_leave(slice_elems, 10.0),
+               2: peers.record_from_left(own + 1)},
     )  # fmt: skip
     honest_errors(job)
     frames = job.results[2].role_value or []

@@ -321,10 +321,9 @@ def test_pipeline_forwarding_fresh(
     bounds = cluster.chunk_bounds(count, n)
     own = len(cluster.slices(*bounds[me], slice_elems))
     sent = int(kata_rng.integers(2, len(cluster.slices(*bounds[left], slice_elems))))
-    pipe = peers.done()
-    roles = {k: peers.wait_then_leave(pipe, 20.0) for k in range(n) if k not in (left, me, right)}
-    roles[left] = peers.first_slices_then_leave(slice_elems, pipe, 20.0, sent)
-    roles[right] = peers.record_from_left(own + sent, pipe)
+    roles = {k: peers.wait_then_leave(20.0) for k in range(n) if k not in (left, me, right)}
+    roles[left] = peers.first_slices_then_leave(slice_elems, 20.0, sent)
+    roles[right] = peers.record_from_left(own + sent)
     job = cluster.run(
         ring.ring_allreduce, xs, op=op, slice_elems=slice_elems, timeout=3.0, deadline=20.0,
         roles=roles,
