@@ -372,6 +372,73 @@ def _role_rd_first_message_then(
     _wait_silently(comm)
 
 
+def _role_ring_checker(comm: Comm, x: np.ndarray, kwargs: dict[str, Any], done: Any) -> list[str]:
+    """The whole ring, faithfully, in the place of one of your ranks: every frame it receives
+    from its left neighbour comes back to the test (hex payloads, in order), which checks each
+    against the ring's partial sums of the real inputs."""
+    n, r = comm.size, comm.rank
+    se, op = kwargs.get("slice_elems", 1 << 16), kwargs.get("op", "sum")
+    out, bounds = x.copy(), chunk_bounds(x.size, comm.size)
+    right, left = comm.peer(comm.right), comm.peer(comm.left)
+    got: list[str] = []
+    for a, b in slices(*bounds[r], se):
+        right.sendall(_frame(DATA, out[a:b].tobytes()))
+    for step in range(2 * (n - 1)):
+        gather = step >= n - 1
+        c = (r - step - 1) % n if not gather else (r - (step - (n - 1))) % n
+        for a, b in slices(*bounds[c], se):
+            f = _read_frame(left)
+            if f is None or f[0] != DATA or len(f[1]) != (b - a) * out.itemsize:
+                got.append("" if f is None else f"kind {f[0]}, {len(f[1])} bytes")
+                return got
+            got.append(f[1].hex())
+            recv = np.frombuffer(f[1], dtype=out.dtype)
+            out[a:b] = recv if gather else _op(op, recv, out[a:b])
+            if step < 2 * (n - 1) - 1:
+                right.sendall(_frame(DATA, out[a:b].tobytes()))
+    return got
+
+
+def _role_rd_checker(
+    comm: Comm, x: np.ndarray, kwargs: dict[str, Any], done: Any
+) -> list[list[Any]]:
+    """Recursive doubling, faithfully, in the place of one of your ranks: every message it
+    receives comes back to the test as [from rank, hex payload], in order."""
+    n, r, op = comm.size, comm.rank, kwargs.get("op", "sum")
+    p = 1 << (n.bit_length() - 1)
+    v, got = x.copy(), []
+
+    def recv(k: int) -> np.ndarray | None:
+        f = _read_frame(comm.peer(k))
+        if f is None or f[0] != DATA or len(f[1]) != v.nbytes:
+            got.append([k, "" if f is None else f"kind {f[0]}, {len(f[1])} bytes"])
+            return None
+        got.append([k, f[1].hex()])
+        return np.frombuffer(f[1], dtype=v.dtype)
+
+    if r >= p:
+        comm.peer(r - p).sendall(_frame(DATA, v.tobytes()))
+        recv(r - p)
+        return got
+    if r + p < n:
+        other = recv(r + p)
+        if other is None:
+            return got
+        v = _op(op, other, v)
+    d = 1
+    while d < p:
+        k = r ^ d
+        comm.peer(k).sendall(_frame(DATA, v.tobytes()))
+        other = recv(k)
+        if other is None:
+            return got
+        v = _op(op, v, other) if r < k else _op(op, other, v)
+        d <<= 1
+    if r + p < n:
+        comm.peer(r + p).sendall(_frame(DATA, v.tobytes()))
+    return got
+
+
 die = Role("die")
 stall = Role("stall")
 die_after_first_step = Role("die_after_first_step")

@@ -134,6 +134,11 @@ def test_pipeline_forwards_a_slice_before_its_chunk_is_complete(
     )  # fmt: skip
     honest_errors(job)
     frames = job.results[2].role_value or []
+    aborts = [i + 1 for i, f in enumerate(frames) if f[0] != 0]
+    assert not aborts, (
+        f"rank 1 sent rank 2 an ABORT as frame(s) {aborts}: it gave up waiting for the rest of "
+        "the chunk instead of forwarding the reduced slice that had arrived"
+    )
     assert len(frames) == own + 1, (
         f"rank 1 sent {len(frames)} frames: its chunk ({own} frames), then nothing, although "
         "the first slice of the chunk it reduces had arrived"

@@ -80,45 +80,81 @@ def test_framing_send_frame_writes_the_wire_format(wire: Any, tcp_pair: Any, kat
     )
 
 
+def _read_raw(sock: Any, want: int, idle: float) -> bytes:
+    """The test's own reader: bytes until `want` came, EOF, or nothing for `idle` s."""
+    sock.settimeout(idle)
+    got = bytearray()
+    while len(got) < want:
+        try:
+            more = sock.recv(want - len(got))
+        except TimeoutError:
+            break
+        if not more:
+            break
+        got += more
+    return bytes(got)
+
+
 @pytest.mark.kata_gate(
     "send_frame delivered fewer bytes than the frame on a socket with a timeout and small buffers"
 )
 def test_framing_whole_send_on_a_timeout_socket(
     wire: Any, tcp_pair: Any, background: Any, kata_rng: Any
 ) -> None:
-    a, b = tcp_pair(bufsize=8192, timeout=5.0)
-    payload = kata_rng.bytes(int(kata_rng.integers(1 << 20, 3 << 20)))
+    for _ in range(2):
+        bufsize = int(kata_rng.integers(4096, 16385))
+        a, b = tcp_pair(bufsize=bufsize, timeout=5.0)
+        payload = kata_rng.bytes(int(kata_rng.integers(1 << 19, 2 << 20)))
+        kind = int(kata_rng.integers(0, 2))
+        frame = struct.pack("<II", kind, len(payload)) + payload
 
-    def slow_reader() -> tuple[int, bytes]:
-        time.sleep(0.05)
-        return wire.recv_frame(b)
+        def slow_reader(b: Any = b, n: int = len(frame)) -> bytes:
+            time.sleep(0.05)  # the buffers fill first: a send() takes only part of the frame
+            return _read_raw(b, n, 1.0)
 
-    join = background(slow_reader)
-    wire.send_frame(a, payload)
-    kind, got = join()
-    assert (kind, len(got)) == (0, len(payload)) and got == payload, (
-        f"send_frame of {len(payload)} bytes on a socket with a timeout: the peer got kind "
-        f"{kind} and {len(got)} bytes"
-    )
+        join = background(slow_reader)
+        wire.send_frame(a, payload, kind)
+        got = join()
+        assert got == frame, (
+            f"send_frame(sock, {len(payload)} bytes, kind={kind}) on a socket with a timeout "
+            f"and {bufsize}-byte buffers returned, and the peer got "
+            + (f"only {len(got)} of the frame's {len(frame)} bytes (sock.send sends what fits "
+               "in the buffer; sendall sends it all)" if len(got) < len(frame)
+               else "other bytes than the frame")
+        )  # fmt: skip
 
 
+@pytest.mark.kata_gate(
+    "recv_exact or recv_frame returned instead of raising EOFError when the peer closed in the "
+    "middle of a header or a payload"
+)
 def test_framing_eof_in_header_and_payload(wire: Any, tcp_pair: Any, kata_rng: Any) -> None:
-    a, b = tcp_pair()
-    a.sendall(struct.pack("<II", 0, 50)[: int(kata_rng.integers(1, 8))])
-    a.close()
-    with raises(EOFError, "recv_frame when the peer closes in the middle of a header"):
-        wire.recv_frame(b)
-    c, d = tcp_pair()
-    n = int(kata_rng.integers(10, 100))
-    c.sendall(struct.pack("<II", 0, n) + bytes(n - 3))
-    c.close()
-    with raises(EOFError, "recv_frame when the peer closes 3 bytes before the payload ends"):
-        wire.recv_frame(d)
-    e, f = tcp_pair()
-    e.sendall(b"abc")
-    e.close()
-    with raises(EOFError, "recv_exact(sock, 4) when the peer closes after 3 bytes"):
-        wire.recv_exact(f, 4)
+    for _ in range(3):
+        e, f = tcp_pair()
+        k = int(kata_rng.integers(2, 3000))
+        sent = int(kata_rng.integers(1, k))
+        e.sendall(kata_rng.bytes(sent))
+        e.close()
+        with raises(EOFError, f"recv_exact(sock, {k}) when the peer closes after {sent} bytes"):
+            wire.recv_exact(f, k)
+        c, d = tcp_pair()
+        n = int(kata_rng.integers(10, 5000))
+        short = int(kata_rng.integers(1, n + 1))
+        c.sendall(struct.pack("<II", 0, n) + kata_rng.bytes(n - short))
+        c.close()
+        with raises(
+            EOFError,
+            f"recv_frame when the peer closes {short} bytes before a {n}-byte payload ends",
+        ):
+            wire.recv_frame(d)
+        a, b = tcp_pair()
+        cut = int(kata_rng.integers(1, 8))
+        a.sendall(struct.pack("<II", 0, 50)[:cut])
+        a.close()
+        with raises(
+            EOFError, f"recv_frame when the peer closes after {cut} of the header's 8 bytes"
+        ):
+            wire.recv_frame(b)
 
 
 # --------------------------------------------------------------------------- ring
@@ -185,6 +221,69 @@ def test_ring_fresh_cases(
         what = f"ring_allreduce(n={n}, {count} x {dtype}, op={op!r}, slice_elems={slice_elems})"
         ops = {} if op == "sum" else {"op": op}  # op's default is "sum"
         job = cluster.run(ring.ring_allreduce, xs, slice_elems=slice_elems, **ops)
+        _check_outputs(job.outputs(), xs, op, oracle, what)
+
+
+def _ring_frames(
+    cluster: Any, xs: list[np.ndarray], op: str, r: int, se: int, full: np.ndarray
+) -> list[tuple[str, bytes]]:
+    """What rank r receives from its left in the ring, frame by frame: (what, payload)."""
+    n, f = len(xs), np.add if op == "sum" else np.maximum
+    bounds, out = cluster.chunk_bounds(xs[0].size, n), []
+    for step in range(2 * (n - 1)):
+        gather = step >= n - 1
+        c = (r - step - 1) % n if not gather else (r - (step - (n - 1))) % n
+        for a, b in cluster.slices(*bounds[c], se):
+            if gather:
+                label = f"all-gather step {step - n + 1}: chunk {c} reduced [{a}:{b}]"
+                out.append((label, full[a:b]))
+                continue
+            acc = xs[c][a:b].copy()
+            for k in range(1, step + 1):
+                acc = f(acc, xs[(c + k) % n][a:b])
+            who = " op ".join(f"x{(c + k) % n}" for k in range(step + 1))
+            out.append((f"reduce-scatter step {step}: chunk {c} = {who} [{a}:{b}]", acc))
+    return [(w, v.tobytes()) for w, v in out]
+
+
+@pytest.mark.kata_gate(
+    "ring_allreduce sent frames that are not the ring's partial sums of the inputs (a rank of the "
+    "tests, in the ring, checked every frame it received)"
+)
+def test_ring_frames_carry_the_partial_sums(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    for _ in range(3):
+        n = int(kata_rng.integers(2, 7))
+        count = int(
+            kata_rng.choice([int(kata_rng.integers(0, 2 * n)), int(kata_rng.integers(n, 3000))])
+        )
+        op = str(kata_rng.choice(["sum", "max"]))
+        dtype = str(kata_rng.choice(["float32", "int32"] + (["float16"] if op == "max" else [])))
+        se = int(kata_rng.choice([1, 7, 64, 1 << 16]))
+        se = max(se, 64) if count > 1000 else se
+        me = int(kata_rng.integers(0, n))
+        xs = make_inputs(kata_rng, n, count, dtype)
+        what = (
+            f"ring_allreduce(n={n}, {count} x {dtype}, op={op!r}, slice_elems={se}) with rank "
+            f"{me} a rank of the tests"
+        )
+        job = cluster.run(
+            ring.ring_allreduce, xs, op=op, slice_elems=se, timeout=3.0, deadline=20.0,
+            roles={me: cluster.role("ring_checker")},
+        )  # fmt: skip
+        honest_errors(job)
+        want = _ring_frames(cluster, xs, op, me, se, oracle.ring(xs, op))
+        got = job.results[me].role_value or []
+        left = (me - 1) % n
+        for i, (label, payload) in enumerate(want):
+            assert i < len(got), (
+                f"{what}: rank {left} sent rank {me} {len(got)} frames, the ring sends {len(want)}"
+            )
+            assert got[i] == payload.hex(), (
+                f"{what}: frame {i + 1} rank {left} sent rank {me} is not {label}"
+                + (f" ({got[i]})" if " " in got[i] else "")
+            )
         _check_outputs(job.outputs(), xs, op, oracle, what)
 
 
@@ -334,6 +433,12 @@ def test_pipeline_forwarding_fresh(
         f"ring_allreduce on rank {me} of {n} ({count} x {dtype}, op={op!r}, slice_elems="
         f"{slice_elems}) when rank {left} sent it only the first {sent} slice(s) of chunk {left}"
     )
+    aborts = [i + 1 for i, f in enumerate(frames) if f[0] != 0]
+    assert not aborts, (
+        f"{what}: rank {me} sent rank {right} an ABORT as frame(s) {aborts}: it gave up "
+        "waiting for the rest of the chunk instead of forwarding the reduced slices that had "
+        "arrived"
+    )
     assert len(frames) == own + sent, (
         f"{what}: rank {me} sent rank {right} {len(frames)} frames, expected its own chunk "
         f"({own} frames) and then the {sent} reduced slice(s) it had received"
@@ -454,6 +559,72 @@ def test_small_recursive_doubling_any_n(
         job = cluster.run(ring.recursive_doubling_allreduce, xs, op="sum")
         _check_rd(job, xs, "sum", oracle, what)
         _rd_links(job, n, count * xs[0].itemsize, oracle, what)
+
+
+def _rd_frames(xs: list[np.ndarray], op: str, r: int) -> list[tuple[int, str, bytes]]:
+    """What rank r receives in recursive doubling, message by message: (from, what, payload)."""
+    n, f = len(xs), np.add if op == "sum" else np.maximum
+    p = 1 << (n.bit_length() - 1)
+    v = [x.copy() for x in xs[:p]]
+    for q in range(n - p):
+        v[q] = f(xs[q + p], v[q])
+    out: list[tuple[int, str, Any]] = []
+    if r < p and r + p < n:
+        out.append((r + p, f"x{r + p}", xs[r + p]))
+    d = 1
+    while d < p:
+        if r < p:
+            out.append(
+                (r ^ d, f"rank {r ^ d}'s value before the exchange at distance {d}", v[r ^ d])
+            )
+        v = [f(v[min(q, q ^ d)], v[max(q, q ^ d)]) for q in range(p)]
+        d <<= 1
+    if r >= p:
+        out.append((r - p, "the result", v[r - p]))
+    return [(k, w, a.tobytes()) for k, w, a in out]
+
+
+@pytest.mark.kata_gate(
+    "recursive_doubling_allreduce sent messages that are not recursive doubling's partial results "
+    "(a rank of the tests checked every message it received)"
+)
+def test_small_messages_carry_the_partial_results(
+    ring: Any, cluster: Any, oracle: Any, make_inputs: Any, honest_errors: Any, kata_rng: Any
+) -> None:
+    for _ in range(3):
+        n = int(kata_rng.integers(2, 9))
+        count = int(kata_rng.integers(1, 400))
+        op = str(kata_rng.choice(["sum", "max"]))
+        dtype = str(kata_rng.choice(["float32", "int32", "float16"]))
+        me = int(kata_rng.integers(0, n))
+        xs = make_inputs(kata_rng, n, count, dtype)
+        what = (
+            f"recursive_doubling_allreduce(n={n}, {count} x {dtype}, op={op!r}) with rank {me} "
+            "a rank of the tests"
+        )
+        job = cluster.run(
+            ring.recursive_doubling_allreduce, xs, op=op, timeout=3.0, deadline=20.0,
+            roles={me: cluster.role("rd_checker")},
+        )  # fmt: skip
+        honest_errors(job)
+        want = _rd_frames(xs, op, me)
+        got = job.results[me].role_value or []
+        for i, (src, label, payload) in enumerate(want):
+            assert i < len(got), (
+                f"{what}: rank {me} received {len(got)} messages, recursive doubling sends it "
+                f"{len(want)}"
+            )
+            assert got[i] == [src, payload.hex()], (
+                f"{what}: message {i + 1} rank {me} received (from rank {got[i][0]}) is not "
+                f"{label} from rank {src}"
+            )
+        outs = job.outputs()
+        want_out = oracle.recursive_doubling(xs, op)
+        for k, out in enumerate(outs):
+            assert out.tobytes() == want_out.tobytes(), (
+                f"{what}: a rank of yours (result {k + 1} of {len(outs)}) returned other bits "
+                "than recursive doubling's order gives"
+            )
 
 
 @pytest.mark.kata_gate(
