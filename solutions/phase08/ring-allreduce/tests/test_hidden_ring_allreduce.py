@@ -371,7 +371,8 @@ def _stuck(job: Any) -> str:
 
 
 @pytest.mark.kata_gate(
-    "ring_allreduce did not finish (ranks timed out or hung) with socket buffers smaller than a chunk"
+    "ring_allreduce did not finish (ranks timed out or hung) with socket buffers smaller than a "
+    "chunk, or finished only by changing those buffers"
 )
 def test_pipeline_small_buffers_fresh(
     ring: Any, cluster: Any, oracle: Any, make_inputs: Any, honest_errors: Any, kata_rng: Any
@@ -395,6 +396,11 @@ def test_pipeline_small_buffers_fresh(
             ring.ring_allreduce, xs, op=op, slice_elems=slice_elems, bufsize=bufsize,
             timeout=3.0, deadline=20.0,
         )  # fmt: skip
+        resized = [r for r in job.results if r.resized]
+        assert not resized, (
+            f"{what}: rank {resized[0].rank} changed SO_SNDBUF/SO_RCVBUF of its socket(s) to "
+            f"rank(s) {resized[0].resized}; the ring must finish with the buffers it was given"
+        )
         honest_errors(job)
         stuck = _stuck(job)
         assert not stuck, f"{what}: {stuck}"
