@@ -527,6 +527,7 @@ def _relay_main(ctl_fd: int, report_fd: int, n: int, seed: int) -> None:
     connecting: dict[socket.socket, tuple[socket.socket, bytes, float]] = {}  # dst -> src
     flows: list[_Flow] = []
     ctl_buf = b""
+    headers: list[tuple[int, int, int]] = []  # (src, dst, tag) of every connection, for the tests
     _send_msg(report_fd, b"R")
 
     def key(a: int, b: int) -> tuple[int, int]:
@@ -598,6 +599,9 @@ def _relay_main(ctl_fd: int, report_fd: int, n: int, seed: int) -> None:
             while b"\n" in ctl_buf:
                 line, ctl_buf = ctl_buf.split(b"\n", 1)
                 cmd = json.loads(line)
+                if "headers" in cmd:
+                    _send_msg(report_fd, b"T", json.dumps(headers[:100000]).encode())
+                    continue
                 link = links[key(*cmd["link"])]
                 for name in ("delay", "jitter", "rate", "blackhole"):
                     if name in cmd:
@@ -652,6 +656,7 @@ def _relay_main(ctl_fd: int, report_fd: int, n: int, seed: int) -> None:
                 continue
             del heads[s]
             src, dst, _tag = HEADER.unpack(got)
+            headers.append((src, dst, _tag))
             if not (0 <= src < n and 0 <= dst < n and src != dst):
                 s.close()
                 continue
@@ -826,6 +831,7 @@ class RunResult:
     start: float  # CLOCK_MONOTONIC when the hosts were released
     results: list[HostResult]
     fired: list[tuple[Fault, float]]  # each fault and when it fired
+    headers: list[tuple[int, int, int]] = field(default_factory=list)  # (src, dst, tag) seen
 
     def value(self, h: int) -> Any:
         """What host h's function returned; raises what it raised, KataTodo as KataTodo."""
@@ -1233,8 +1239,26 @@ class Cluster:
             r = results[h]
             if not r.finished and r.killed is None:
                 r.killed = "deadline" if h not in stopped else "stopped"
+        headers = self._relay_headers()
         self.close()
-        return RunResult(self.n, start, results, fired)
+        return RunResult(self.n, start, results, fired, headers)
+
+    def _relay_headers(self) -> list[tuple[int, int, int]]:
+        """Every connection's header the relay forwarded: who connected to whom, with which tag."""
+        if self._relay is None:
+            return []
+        _pid, ctl, reader = self._relay
+        with contextlib.suppress(OSError):
+            os.write(ctl, b'{"headers": 1}\n')
+        until = time.monotonic() + 3
+        while time.monotonic() < until and not reader.eof:
+            for t, payload in reader.msgs:
+                if t == b"T":
+                    return [tuple(x) for x in json.loads(payload)]  # type: ignore[misc]
+            ready, _, _ = select.select([reader.fd], [], [], max(0.0, until - time.monotonic()))
+            if ready:
+                reader.pump()
+        return []
 
 
 __all__ = [

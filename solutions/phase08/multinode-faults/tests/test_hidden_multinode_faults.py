@@ -423,6 +423,15 @@ def run_job(
             f"{what}: host {h} survived every loss but raised {r.error}: train must recover "
             f"from each loss in turn, with the members that are left"
         )
+    seen = set(map(tuple, res.headers))
+    for k in range(1, len(members)):
+        for a in members[k]:
+            for b in members[k]:
+                assert a >= b or (a, b, k) in seen, (
+                    f"{what}: host {a} never connected to host {b} with tag {k} (generation "
+                    f"{k}'s comm: node.connect(members, generation)); the relay saw tags "
+                    f"{sorted({t for x, y, t in seen if (x, y) == (a, b)})} from {a} to {b}"
+                )
     for new_rank, h in enumerate(survivors):
         got = res.value(h)
         assert got["members"] == survivors, (
@@ -499,3 +508,42 @@ def test_recover_two_losses(elastic: Any, netcluster: Any, jobs: Any) -> None:
     kinds = [str(g.choice(["kill", "stop"])) for _ in range(2)]
     losses = [(kinds[0], 0, at1), (kinds[1], second, at2)]
     run_job(elastic, netcluster, jobs, "two losses", losses, n, g, every)
+
+
+@pytest.mark.kata_gate(
+    "rendezvous closes with the wrong members when hosts join one after another, each within "
+    "a random window of the one before, and one host joins after the round closed"
+)
+def test_recover_rendezvous_window(elastic: Any, netcluster: Any, jobs: Any) -> None:
+    import time
+
+    g = rng("recover-rendezvous")
+    window = float(g.integers(8, 11)) / 4  # 2 to 2.5 s
+    order = [int(h) for h in g.permutation(5)]
+    on_time, late = sorted(order[:4]), order[4]
+    at = {h: i * window / 2 for i, h in enumerate(order[:4])}  # gaps of half a window
+    at[late] = at[order[3]] + 1.5 * window  # the round closed half a window before
+    rendezvous = elastic.rendezvous
+    excluded = jobs.Excluded
+
+    def join(node: Any, cfg: Any) -> Any:
+        node.begin_step(0)  # every host released at once: the offsets count from here
+        time.sleep(at[node.host])
+        try:
+            return {"members": list(rendezvous(node, 1, window))}
+        except excluded:
+            return {"excluded": True}
+
+    with netcluster.Cluster(5, seed=int(g.integers(1 << 20))) as c:
+        res = c.run(join, None, deadline=20 + 4 * window, barrier=0)
+    res.check_todo()
+    what = f"rendezvous(node, 1, window={window}) on 5 hosts joining at " + ", ".join(
+        f"host {h} {at[h]:.2f} s" for h in order
+    )
+    for h in range(5):
+        got = res.value(h)
+        want = {"excluded": True} if h == late else {"members": on_time}
+        assert got == want, (
+            f"{what}: host {h} got {got}, expected {want} (the round closes once nobody new "
+            f"joined for the window; a host that joins after it closed is Excluded)"
+        )
