@@ -147,6 +147,34 @@ def test_pipeline_forwards_a_slice_before_its_chunk_is_complete(
     assert frames[own] == [0, want], "the forwarded slice is not x0[0:8] + x1[0:8]"
 
 
+def test_pipeline_busbw_by_message_size(
+    ring: Any, cluster: Any, oracle: Any, kata_metrics: dict[str, Any]
+) -> None:
+    """Your report's picture: busbw (nccl-tests' measure) of your ring and your recursive doubling
+    on 3 ranks from 16 KiB to 4 MiB, under the same run's link bandwidth; each result checked."""
+    from harness.reports.busbw import busbw_svg
+
+    n, rows = 3, []
+    for nbytes in (16 << 10, 256 << 10, 4 << 20):
+        xs = [np.full(nbytes // 4, r + 1, np.float32) for r in range(n)]
+        row: dict[str, float] = {"bytes": nbytes, "link": cluster.link_bandwidth(n, nbytes, 2)}
+        for name in ("ring_allreduce", "recursive_doubling_allreduce"):
+            job = cluster.run(getattr(ring, name), xs, repeat=3, deadline=60.0)
+            for r, out in enumerate(job.outputs()):
+                np.testing.assert_array_equal(out, xs[0] * 6, err_msg=f"{name}: rank {r}")
+            best = min(
+                max(x.times[i][1] for x in job.results) - max(x.times[i][0] for x in job.results)
+                for i in range(3)
+            )
+            row[name] = cluster.busbw(nbytes, best, n)
+        rows.append(row)
+    kata_metrics["svg"] = busbw_svg({n: rows}, "your all-reduce: busbw vs message size (3 ranks)")
+    kata_metrics["label"] = "busbw of your ring and recursive doubling against the link bandwidth"
+    kata_metrics["ring_fraction_of_link_at_4MiB"] = round(
+        rows[-1]["ring_allreduce"] / rows[-1]["link"], 3
+    )
+
+
 # --------------------------------------------------------------------------- small
 def test_small_recursive_doubling(ring: Any, cluster: Any, oracle: Any, make_inputs: Any) -> None:
     rng = np.random.default_rng(5)
