@@ -167,6 +167,18 @@ def cases() -> list[tuple[str, str, str, str]]:
 
 CASES = cases()
 
+# Shortcuts whose kernel reads shared memory its block never wrote: the value is undefined on a
+# GPU, and the cpu backend's garbage fill (0x7f bytes) makes the result wrong there on purpose.
+UNDEFINED = {"reduction/shuffle-no-lane-guard:reduce_shuffle"}
+
+
+def _refused(got: dict[str, Any]) -> bool:
+    """The cpu backend refused to build the kernel: code its trace cannot see (no_sanitize
+    attributes, inline asm, library copies) is a compile error there, never a launch."""
+    return got.get("error") == "CudaCompileError" and "hides memory accesses" in str(
+        got.get("message", "")
+    )
+
 
 def write_launch(directory: Path, name: str, source: str, kernel: str, launch: Launch) -> None:
     spec = {
@@ -233,7 +245,9 @@ def schedule_results(directory: Path, launch: Launch) -> list[dict[int, np.ndarr
 @pytest.mark.parametrize(
     ("name", "source", "kernel"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
-def test_cpu_backend(tmp_path: Path, name: str, source: str, kernel: str) -> None:
+def test_cpu_backend(
+    tmp_path: Path, name: str, source: str, kernel: str, request: pytest.FixtureRequest
+) -> None:
     launch = LAUNCHES[kernel](np.random.default_rng(22))
     write_launch(tmp_path, name, source, kernel, launch)
     if launch.kind == "race":
@@ -249,10 +263,17 @@ def test_cpu_backend(tmp_path: Path, name: str, source: str, kernel: str) -> Non
     if launch.kind == "oob":
         assert got.get("error") == "OutOfBounds", got
         return
+    where = request.node.callspec.id.split(":")[0]
+    if _refused(got):
+        assert "/" in where, f"a reference kernel is refused by the cpu backend: {got}"
+        return
     assert "error" not in got, got
     mine = outputs(tmp_path, launch)
     for i, want in launch.want(launch.args).items():
-        assert close(mine[i], want), f"{name}:{kernel} argument {i} on the cpu backend"
+        if request.node.callspec.id in UNDEFINED:
+            assert not close(mine[i], want), f"{where}: uninitialised shared memory read as 0"
+        else:
+            assert close(mine[i], want), f"{name}:{kernel} argument {i} on the cpu backend"
 
 
 def _no_gpu() -> str | None:
@@ -296,6 +317,8 @@ def test_against_the_hardware(
         assert member.all(), f"{int((~member).sum())} elements outside the cpu schedules' values"
         return
     cpu = run_cpu(cpu_dir)
+    if _refused(cpu) or case in UNDEFINED:
+        pytest.skip("the cpu backend refuses this kernel, or its result is undefined on a GPU")
     if launch.kind == "oob":
         _record(case, {"kind": "oob", "cpu": cpu.get("error"), "gpu": gpu.get("error", "ok")})
         assert cpu.get("error") == "OutOfBounds", cpu

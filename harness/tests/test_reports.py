@@ -509,7 +509,10 @@ def test_html_renders_in_headless_chromium_without_network(repo: KataRepo, tmp_p
     shot = tmp_path / "shot.png"
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     args = [
-        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        # --disable-gpu-sandbox: Chromium 156 still starts a GPU process, whose sandbox aborts
+        # (Permission denied) in containers like this one even with --disable-gpu.
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-gpu-sandbox",
+        "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run",
         "--proxy-server=127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",  # no network
         f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1280,1600",
