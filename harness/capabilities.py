@@ -6,7 +6,7 @@ the GitHub workflow), ``.ci/run`` and the grade-mode check in the plugin all rea
     python -m harness.capabilities extras [ROOT] [--katas a,b]   # "cuda" (pip extras, comma-joined)
     python -m harness.capabilities apt [ROOT] [--katas a,b]      # "g++ gcc" (Debian packages)
     python -m harness.capabilities needs [ROOT] [--katas a,b]    # what each kata needs, for people
-    python -m harness.capabilities gpu-image-optional            # "busybox,cargo,valgrind"
+    python -m harness.capabilities gpu-image-optional            # "busybox,cargo,promtool,valgrind"
 
 What the katas need is read from their manifests (``[requires]`` and each task's ``tier`` and
 ``capabilities``); the harness's own needs (Python, pip) are the entry points' business.
@@ -45,6 +45,12 @@ INSTALL: dict[str, Install] = {
     "valgrind": Install(apt=("valgrind",), advice="install valgrind (apt-get install valgrind)"),
     "cargo": Install(apt=("cargo",), advice="install Rust's cargo (apt-get install cargo)"),
     "chromium": Install(apt=("chromium",), advice="install chromium (apt-get install chromium)"),
+    # Debian's prometheus package carries promtool (`check metrics`, `check rules`, `test rules`).
+    "promtool": Install(
+        apt=("prometheus",), advice="install promtool (apt-get install prometheus)"
+    ),
+    "gdb": Install(apt=("gdb",), advice="install gdb (apt-get install gdb)"),
+    "strace": Install(apt=("strace",), advice="install strace (apt-get install strace)"),
     "namespaces": Install(
         apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"
     ),
@@ -78,12 +84,12 @@ NOT_INSTALLABLE = frozenset(
 
 # The gpu-tier image (the GPU machines the gpu tier is checked on, harness/benchmarks/gpu_check.sh:
 # Python 3.12 with cupy, cuda-bindings, numba-cuda, torch and the full CUDA 13 toolkit, and no
-# package registry) has no Rust, no busybox and no valgrind, and nothing can be installed there.
+# package registry) has no Rust, busybox, promtool or valgrind, and nothing can be installed there.
 # What needs them skips on it: a grader on that image declares them optional (KATA_OPTIONAL).
-GPU_IMAGE_LACKS = ("busybox", "cargo", "valgrind")
+GPU_IMAGE_LACKS = ("busybox", "cargo", "promtool", "valgrind")
 GPU_IMAGE_NOTE = (
-    "the gpu-tier image has no Rust, busybox or valgrind (and no package registry): declare "
-    "them optional there (KATA_OPTIONAL=busybox,cargo,valgrind) or bake them into the image"
+    "the gpu-tier image has no Rust, busybox, promtool or valgrind (and no package registry): declare "
+    "them optional there (KATA_OPTIONAL=busybox,cargo,promtool,valgrind) or bake them into the image"
 )
 
 

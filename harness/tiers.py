@@ -29,6 +29,9 @@ _TOOLS = {
     "valgrind": "valgrind",
     "chromium": "chromium",
     "cargo": "cargo",
+    "promtool": "promtool",  # Prometheus' rule and exposition checker (phase 10)
+    "gdb": "gdb",
+    "strace": "strace",
 }
 
 

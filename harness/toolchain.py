@@ -42,6 +42,9 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "c++filt": ("c++filt",),
     "valgrind": ("valgrind",),
     "cargo": ("cargo",),
+    "promtool": ("promtool",),
+    "gdb": ("gdb",),
+    "strace": ("strace",),
 }
 
 # Tools that may live outside PATH, in a CUDA toolkit or in the nvidia-cuda-* PyPI wheels.
@@ -64,6 +67,10 @@ _ADVICE: dict[str, str] = {
     "cu++filt": _CUDA_ADVICE,
     "c++filt": "install binutils: `apt-get install -y binutils`",
     "valgrind": "install valgrind: `apt-get install -y valgrind`",
+    "promtool": "install Prometheus' promtool: `apt-get install -y prometheus` "
+    "(or the promtool binary from a Prometheus release tarball, on PATH)",
+    "gdb": "install gdb: `apt-get install -y gdb`",
+    "strace": "install strace: `apt-get install -y strace`",
     "cargo": "install Rust with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 "
     "-sSf https://sh.rustup.rs | sh`) or `apt-get install -y cargo`",
 }

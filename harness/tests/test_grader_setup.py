@@ -79,8 +79,8 @@ def test_the_sentence_says_the_gpu_tier_image_lacks_it(name: str) -> None:
     assert name in GPU_IMAGE_LACKS
     text = missing_sentence(name, {"k": 30.0})
     assert text.startswith(f"this grader has no {name}: {INSTALL[name].advice}; ")
-    assert "the gpu-tier image has no Rust, busybox or valgrind" in text
-    assert "KATA_OPTIONAL=busybox,cargo,valgrind" in text
+    assert "the gpu-tier image has no Rust, busybox, promtool or valgrind" in text
+    assert "KATA_OPTIONAL=busybox,cargo,promtool,valgrind" in text
     assert text.endswith("; 30.0 points of k were not graded")
     assert "gpu-tier image" not in missing_sentence("nvcc", {"k": 1.0}), "it has the toolkit"
     assert main(["gpu-image-optional"]) == 0
@@ -90,7 +90,7 @@ def test_the_gpu_image_optional_list_is_printed(capsys) -> None:
     from harness.capabilities import main
 
     main(["gpu-image-optional"])
-    assert capsys.readouterr().out.strip() == "busybox,cargo,valgrind"
+    assert capsys.readouterr().out.strip() == "busybox,cargo,promtool,valgrind"
 
 
 def _run(*task_outcomes: tuple[int, list[tuple[str, str]]]) -> RunResult:
