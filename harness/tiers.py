@@ -122,14 +122,46 @@ def _probe_os() -> dict[str, str | None]:
         os.access(cg1, os.W_OK) if cg1.exists() else cg2.exists() and os.access(cg2.parent, os.W_OK)
     )
     found["cgroups"] = None if writable else "cgroups are not writable here (run as root on Linux)"
-    found["netns"] = (
-        None
-        if root and shutil.which("ip")
-        else "network namespaces need root and iproute2 (`ip netns`)"
-    )
+    found["netns"] = _probe_netns(root)
     found["kbuild"] = _probe_kbuild()
     found["busybox"] = _probe_busybox()
     return found
+
+
+# Capability bits (linux/capability.h): root in a container may lack them (docker's default
+# set has neither), and then `ip netns add` fails where a probe of euid alone said yes.
+CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
+
+
+def effective_capabilities(status: str | None = None) -> int:
+    """The CapEff mask of this process (from /proc/self/status, or the text given); 0 off Linux."""
+    if status is None:
+        try:
+            status = Path("/proc/self/status").read_text()
+        except OSError:
+            return 0
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def _probe_netns(root: bool, status: str | None = None) -> str | None:
+    """None when `ip netns` can work here: root holding CAP_SYS_ADMIN and CAP_NET_ADMIN, and ip."""
+    if not root or not shutil.which("ip"):
+        return "network namespaces need root and iproute2 (`ip netns`)"
+    caps = effective_capabilities(status)
+    lacking = [
+        name
+        for name, bit in (("CAP_SYS_ADMIN", CAP_SYS_ADMIN), ("CAP_NET_ADMIN", CAP_NET_ADMIN))
+        if not caps >> bit & 1
+    ]
+    if lacking:
+        return (
+            f"network namespaces need {' and '.join(lacking)}, which this root lacks "
+            "(a container without --privileged or --cap-add)"
+        )
+    return None
 
 
 def _probe_busybox() -> str | None:
