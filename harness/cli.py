@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import atomic, layout, progress, seeds
 from .guide import command
-from .manifest import TIERS, Manifest, ManifestError, Task, discover, load_manifest
+from .manifest import TIERS, TRACKS, Manifest, ManifestError, Task, discover, load_manifest
 from .results import KataResult, RunResult
 
 DEFAULT_MUTANTS = 10  # `kata verify --mutants` without N: harness.mutants.DEFAULT_COUNT (tested)
@@ -127,7 +127,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.weeks:
         return _list_weeks(manifests, caps)
     say(f"{'phase':<6}{'kata':<22}{'tier':<12}{'tasks':>6}{'points':>8}  title", bold=True)
-    for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
+    shown_track = ""
+    # The phases' katas, then each track's (system-design, interview-prep) under its name.
+    for m in sorted(manifests, key=lambda m: (m.track, m.phase, m.id)):
         whole = _lacking(caps, m.tier, m.capabilities)
         # Per task too: a kata can run here while some of its tasks cannot (vector-add's nvcc).
         tasks: dict[str, list[str]] = {}
@@ -135,6 +137,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             for need in _lacking(caps, t.tier, t.capabilities):
                 tasks.setdefault(need, []).append(t.id)
         tier = m.tier + ("" if not (whole or tasks) else " (!)")
+        if m.track and m.track != shown_track:
+            shown_track = m.track
+            say(f"{m.track} (phase: the one whose material the kata draws on)", bold=True)
         say(f"{m.phase:02d}    {m.id:<22}{tier:<12}{len(m.tasks):>6}{m.points:>8}  {m.title}")
         if whole:
             needs = ", ".join(map(_need, whole))
@@ -151,12 +156,12 @@ def _list_weeks(manifests: list[Manifest], caps: Capabilities) -> int:
     from .schedule import SCHEDULE
 
     by_week: dict[int, list[Manifest]] = {}
-    undated = []
+    undated, tracks = [], []
     for m in sorted(manifests, key=lambda m: (m.phase, m.id)):
         for w in m.weeks:
             by_week.setdefault(w, []).append(m)
         if not m.weeks:
-            undated.append(m)
+            (tracks if m.track else undated).append(m)
     say(f"{'week':<6}{'phase':<7}focus / katas (tier; what this machine lacks)", bold=True)
     for w in SCHEDULE:
         say(f"{w.week:<6}{w.phase:02d}     {w.focus}")
@@ -173,6 +178,8 @@ def _list_weeks(manifests: list[Manifest], caps: Capabilities) -> int:
             f"phase {m.phase:02d}: {m.id} names no week (`weeks = [...]` in its kata.toml)",
             yellow=True,
         )
+    for m in tracks:  # alongside the schedule, after the phase whose material they use
+        say(f"any week from phase {m.phase:02d} on: {m.track} {m.id} ({m.tier})")
     say(f"this machine: tiers {', '.join(caps.tiers)}")
     return EXIT_OK
 
@@ -270,12 +277,13 @@ def cmd_new(args: argparse.Namespace) -> int:
 
     root = find_root(args.root)
     try:
-        written = scaffold(root, args.phase, args.name, args.title)
+        written = scaffold(root, args.phase, args.name, args.title, args.track or "")
     except (ValueError, FileExistsError) as e:
         raise CliError(str(e)) from None
     for p in written:
         say(f"created {p.relative_to(root)}")
-    say(f"next: edit the files, then `{command()} verify katas/phase{args.phase:02d}/{args.name}`")
+    folder = args.track or f"phase{args.phase:02d}"
+    say(f"next: edit the files, then `{command()} verify katas/{folder}/{args.name}`")
     return EXIT_OK
 
 
@@ -527,9 +535,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-runs", type=int, default=0, help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_watch, pytest_args=[])  # extra pytest arguments go after `--`
     s = sub.add_parser("new", help="scaffold a kata (instructors)")
-    s.add_argument("phase", type=int)
+    s.add_argument("phase", type=int, help="the phase (1..12), or the one a --track kata draws on")
     s.add_argument("name")
     s.add_argument("--title")
+    s.add_argument(
+        "--track",
+        choices=TRACKS,
+        help="a kata outside the phases, in katas/<track>/ (system design, interview prep)",
+    )
     s.set_defaults(func=cmd_new)
     s = sub.add_parser(
         "verify", help="check katas: reference passes, stubs not started, shortcuts earn little"

@@ -20,9 +20,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from .manifest import MANIFEST_NAME, Manifest, Task, find_kata_dir
+from .manifest import MANIFEST_NAME, TRACKS, Manifest, Task, find_kata_dir
 
-_PHASE_DIR = re.compile(r"phase\d\d")
+_PHASE_DIR = re.compile(r"phase\d\d|" + "|".join(map(re.escape, TRACKS)))
 
 
 def command(name: str = "kata") -> str:
@@ -57,7 +57,8 @@ def _shortest(path: Path) -> str:
 
 
 def phases(katas: Path) -> dict[str, list[str]]:
-    """{"phase01": ["memory-hierarchy", "simt"], ...}: the phases under `katas` with a kata."""
+    """{"phase01": ["memory-hierarchy", "simt"], ...}: the phases (and tracks: "system-design")
+    under `katas` with a kata."""
     out: dict[str, list[str]] = {}
     if not katas.is_dir():
         return out

@@ -28,6 +28,9 @@ CAPABILITIES = (
 # that hold a secret: only CAP_SYS_ADMIN (namespaces, mount, pivot_root); the others the child
 # drops (harness.sandbox.secrets.DROPPED_CAPS) read the key directly and are never granted.
 GRANTABLE_CAPABILITIES = ("CAP_SYS_ADMIN",)
+# Katas outside the phases: the curriculum's system-design walkthroughs and interview prep. They
+# live in katas/<track>/<kata>; `phase` then names the phase whose material they draw on.
+TRACKS = ("system-design", "interview-prep")
 LANGUAGES = ("python", "c", "cpp", "cuda", "ptx", "rust", "go", "typescript", "text")
 _ID = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -124,6 +127,7 @@ class Manifest:
     # How many of the kata's shortcut runs `kata verify` makes at once: more than 1 for a kata
     # whose tests mostly wait (timeouts, sleeping threads), so they overlap without competing.
     shortcut_jobs: int = 1
+    track: str = ""  # "" for a phase's kata, else one of TRACKS
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -133,6 +137,11 @@ class Manifest:
     @property
     def points(self) -> int:
         return sum(t.points for t in self.tasks)
+
+    @property
+    def where(self) -> str:
+        """How people name its place: "phase 07", or "system-design (phase 07)" for a track."""
+        return where(self.phase, self.track)
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:
@@ -223,6 +232,10 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
     return kind if isinstance(kind, tuple) else (kind,)
 
 
+def where(phase: int, track: str = "") -> str:
+    return f"{track} (phase {phase:02d})" if track else f"phase {phase:02d}"
+
+
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     names = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table"}
     return " or ".join(names.get(k, k.__name__) for k in _as_tuple(kind))
@@ -231,7 +244,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _TOP = {
     "id", "title", "phase", "summary", "languages", "files", "tasks", "requires",
     "time_limit", "time_budget", "memory_limit_mb", "tags", "budgets", "gate_fraction", "given", "kata",
-    "sandbox", "test_seconds", "weeks", "shortcut_jobs",
+    "sandbox", "test_seconds", "weeks", "shortcut_jobs", "track",
 }  # fmt: skip
 _TASK = {
     "id", "title", "points", "tests", "hints", "weights", "tier", "capabilities", "gate_fraction",
@@ -300,6 +313,7 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
     if not 1 <= shortcut_jobs <= 4:
         raise top.fail("shortcut_jobs", f"must be an integer 1..4, got {shortcut_jobs!r}")
     weeks = _weeks(top, phase)
+    track = _track(top, path)
     return Manifest(
         path=path, id=kata_id, title=top.text("title"), phase=phase, summary=top.text("summary"),
         languages=languages, files=files, tasks=tuple(tasks), tier=tier, capabilities=caps,
@@ -307,7 +321,19 @@ def parse_manifest(path: Path, data: dict[str, Any]) -> Manifest:
         time_budget=None if time_budget is None else float(time_budget),
         budgets=budgets, gate_fraction=gate_default, given=given, keep_capabilities=keep,
         test_seconds=test_seconds, weeks=weeks, raw=data, shortcut_jobs=shortcut_jobs,
+        track=track,
     )  # fmt: skip
+
+
+def _track(top: _Fields, path: Path) -> str:
+    """`track = "system-design"`: the kata lives in katas/system-design/, and only there."""
+    track = top.choice("track", TRACKS) if "track" in top.table else ""
+    folder = path.parent.parent.name
+    if folder in TRACKS and track != folder:
+        raise top.fail("track", f"a kata in katas/{folder}/ must say track = {folder!r}")
+    if track and folder != track:
+        raise top.fail("track", f"a {track} kata lives in katas/{track}/<kata>, not in {folder}/")
+    return track
 
 
 def _weeks(top: _Fields, phase: int) -> tuple[int, ...]:

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -519,6 +520,19 @@ def kata_metrics(request: pytest.FixtureRequest) -> dict[str, Any]:
     ``kata_metrics["svg"] = "<svg ...>"`` (embedded in the HTML report). Plain JSON values only:
     they travel from xdist workers to the controller's results."""
     return request.node.stash.setdefault(METRICS, {})
+
+
+@pytest.fixture
+def kata_explain(kata_metrics: dict[str, Any]) -> Callable[[str], None]:
+    """``kata_explain("Because ...")`` after a test's checks: the text is shown with the test in
+    the summary and the reports when it passed, and never when it did not. Interview-prep katas
+    explain a right answer with it; their checks are hidden tests, which ship encrypted, so the
+    explanation is seen after the right answer, not before."""
+
+    def explain(text: str) -> None:
+        kata_metrics["explanation"] = str(text)
+
+    return explain
 
 
 # --------------------------------------------------------------------------- running

@@ -21,7 +21,7 @@ from typing import Any
 
 from . import layout
 from .atomic import write_json
-from .manifest import Manifest, ManifestError, find_kata_dir, load_manifest
+from .manifest import TRACKS, Manifest, ManifestError, find_kata_dir, load_manifest, where
 
 # Test outcomes, from the learner's point of view.
 PASSED, FAILED, NOT_STARTED, SKIPPED, ERROR = "passed", "failed", "not_started", "skipped", "error"
@@ -222,10 +222,15 @@ class KataResult:
     errors: list[str] = field(default_factory=list)  # collection errors, unassigned tests
     warnings: list[str] = field(default_factory=list)  # e.g. a task that matches no test
     notes: list[str] = field(default_factory=list)  # the learner's: a syntax error, said once
+    track: str = ""  # "system-design", "interview-prep"; "" for a phase's kata
 
     @property
     def points(self) -> int:
         return sum(t.possible for t in self.tasks)
+
+    @property
+    def where(self) -> str:
+        return where(self.phase, self.track)
 
     @property
     def earned(self) -> float:
@@ -314,6 +319,7 @@ class RunResult:
                     kd["errors"],
                     list(kd.get("warnings", [])),
                     list(kd.get("notes", [])),
+                    kd.get("track", ""),
                 )
             )
         return cls(
@@ -461,7 +467,9 @@ class ResultBuilder:
             rel = layout.rel(kata_dir, self.root)
             mine = [w for w in self.warnings if w.startswith(f"kata {m.id}: ")]
             notes = list(self.kata_notes.get(kata_dir, []))
-            katas.append(KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine, notes))
+            katas.append(
+                KataResult(m.id, m.title, m.phase, rel, tasks, errors, mine, notes, m.track)
+            )
         for kata_dir in sorted(self.bad_manifests):
             broken = _broken_kata(kata_dir, self.root)
             if broken.tasks:  # points to keep in the denominator
@@ -539,7 +547,8 @@ def _broken_kata(kata_dir: Path, root: Path) -> KataResult:
     rel = layout.rel(kata_dir, root)
     kid = str(data.get("id") or kata_dir.name)
     why = "its kata.toml does not load (the run's errors say why): its points count, unearned"
-    return KataResult(kid, str(data.get("title") or kid), phase, rel, tasks, [why])
+    track = kata_dir.parent.name if kata_dir.parent.name in TRACKS else ""
+    return KataResult(kid, str(data.get("title") or kid), phase, rel, tasks, [why], track=track)
 
 
 def _rank(outcome: str) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from .manifest import TRACKS
 from .schedule import phase_weeks
 
 _FILES = {
@@ -32,13 +33,18 @@ _FILES = {
 }
 
 
-def scaffold(root: Path, phase: int, name: str, title: str | None = None) -> list[Path]:
-    """Create the kata `name` in `phase`; returns the files written. Refuses to overwrite."""
+def scaffold(
+    root: Path, phase: int, name: str, title: str | None = None, track: str = ""
+) -> list[Path]:
+    """Create the kata `name` in `phase` (or in katas/<track>/, drawing on `phase`); returns the
+    files written. Refuses to overwrite."""
     if not 1 <= phase <= 12:
         raise ValueError(f"PHASE must be 1..12, got {phase}")
     if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
         raise ValueError(f"NAME must be lower-case letters, digits, '-' or '_', got {name!r}")
-    phase_dir = f"phase{phase:02d}"
+    if track and track not in TRACKS:
+        raise ValueError(f"--track must be one of {', '.join(TRACKS)}, got {track!r}")
+    phase_dir = track or f"phase{phase:02d}"
     module = name.replace("-", "_")
     kata_dir = root / "katas" / phase_dir / name
     if kata_dir.exists():
@@ -52,7 +58,8 @@ def scaffold(root: Path, phase: int, name: str, title: str | None = None) -> lis
         "id": name,
         "title": title or name.replace("-", " ").replace("_", " ").capitalize(),
         "phase": phase,
-        "weeks": list(phase_weeks(phase)),
+        "weeks": [] if track else list(phase_weeks(phase)),
+        "track": track,
         "module": module,
         "rel_dir": f"katas/{phase_dir}/{name}",
     }

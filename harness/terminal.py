@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .guide import PARTIAL_NOTE, command
+from .reports.charts import explanation
 from .results import (
     PASSING_STATUSES,
     TASK_FAILING,
@@ -60,7 +61,7 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
     `kata_cmd` is how the suggested `kata hint` is spelled (default: as this shell can run it).
     """
     out: list[tuple[str, dict[str, bool]]] = []
-    head = f"phase {kata.phase:02d} · {kata.id} — {kata.title}"
+    head = f"{kata.where} · {kata.id} — {kata.title}"
     pts = f"{fmt_points(kata.earned)}/{kata.points} points"
     out.append((f"{head}  {pts} · {kata.status}", {"bold": True}))
     width = max(len(t.id) for t in kata.tasks)
@@ -70,6 +71,10 @@ def kata_lines(kata: KataResult, kata_cmd: str | None = None) -> list[tuple[str,
         out.append((f"  {mark} {t.id:<{width}}  {pts:>7}  {t.title} — {task_detail(t)}", markup))
         for reason in t.gate_reasons:
             out.append((f"    {' ' * width}gate: {reason}", {"red": True}))
+        for test in t.tests:  # what a passed test explains (kata_explain): interview prep
+            for i, line in enumerate(explanation(test).splitlines()):
+                lead = f"why {test.name}: " if i == 0 else "  "
+                out.append((f"    {' ' * width}{lead}{line}", {"cyan": True}))
     for err in kata.errors:
         out.append((f"  ! {err.splitlines()[0][:200]}", {"red": True}))
     for warning in kata.warnings:

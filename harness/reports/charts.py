@@ -17,6 +17,9 @@ A test reports numbers and pictures through the ``kata_metrics`` fixture; the ke
     every comparison a ``kata_budget`` test made; each is drawn as its own bar chart.
 ``label`` (str, optional)
     the caption of ``svg``/``artifact``.
+``explanation`` (str)
+    why the answer is right, set by ``kata_explain`` after the test's checks: shown with a test
+    that passed, never with one that did not (:func:`explanation`).
 
 Every picture becomes a ``data:`` URI shown through ``<img>``, so the HTML report stays one
 self-contained file, and a script inside an SVG never runs (images do not execute scripts).
@@ -35,7 +38,7 @@ from ..results import TestRecord
 
 _MIME = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 _MAX_BYTES = 2_000_000  # a bigger artefact is left out with a note: reports must stay small
-_PICTURE_KEYS = {"svg", "artifact", "label", "unit", "budgets"}
+_PICTURE_KEYS = {"svg", "artifact", "label", "unit", "budgets", "explanation"}
 
 
 @dataclass
@@ -138,6 +141,12 @@ def _artefact(rel: str, label: str, artifacts_dir: Path) -> Image:
     if len(data) > _MAX_BYTES:
         return Image(label, "", f"artifact {rel!r} is over {_MAX_BYTES // 1_000_000} MB; not shown")
     return Image(label, data_uri(data, mime))
+
+
+def explanation(record: Any) -> str:
+    """The explanation a passed test gave (``kata_explain``); "" for any other outcome."""
+    text = record.metrics.get("explanation") if record is not None and record.ok else None
+    return text if isinstance(text, str) else ""
 
 
 def numbers(metrics: dict[str, Any]) -> list[tuple[str, str]]:

@@ -41,7 +41,7 @@ from ..results import (
     STATUS_SKIPPED,
     RunResult,
 )
-from .charts import Image, artefact_images, budget_bars, budget_chart, numbers
+from .charts import Image, artefact_images, budget_bars, budget_chart, explanation, numbers
 from .common import NOT_RUN, Row, errors, fmt_points, gate_line, kata_rows
 from .options import ReportOptions
 
@@ -91,11 +91,12 @@ class TestView:
     charts: list[tuple[str, Markup]]
     numbers: list[tuple[str, str]]
     images: list[Image] = field(default_factory=list)
+    explanation: str = ""  # a passed test's kata_explain text
 
     @property
     def plain(self) -> bool:
         quiet = self.css == "pass" or (self.css == "skip" and not self.hidden)
-        return quiet and not (self.charts or self.numbers or self.images)
+        return quiet and not (self.charts or self.numbers or self.images or self.explanation)
 
 
 def _source_lines(row: Row, root: Path) -> list[SourceLine]:
@@ -155,6 +156,7 @@ def _test_view(row: Row, options: ReportOptions) -> TestView:
         charts=charts,
         numbers=nums,
         images=images,
+        explanation=explanation(record),
     )
 
 
