@@ -127,7 +127,9 @@ def random_disk(rng: random.Random, name: str) -> Disk:
 
 
 def random_gpu(rng: random.Random, index: int) -> Gpu:
-    return Gpu(f"0000:{0x18 + 0x10 * index:02x}:00.0", "GPU-" + random_uuid(rng), rng.choice(GPU_MODELS))
+    return Gpu(
+        f"0000:{0x18 + 0x10 * index:02x}:00.0", "GPU-" + random_uuid(rng), rng.choice(GPU_MODELS)
+    )
 
 
 def random_machine(rng: random.Random, *, gpus: int | None = None) -> Machine:
@@ -136,7 +138,13 @@ def random_machine(rng: random.Random, *, gpus: int | None = None) -> Machine:
     nics = [random_nic(rng, f"eno{i + 1}") for i in range(rng.randint(1, 3))]
     nics += [
         Nic("lo", "00:00:00:00:00:00", device=False, assign_type=None),
-        Nic("docker0", "02:42:" + ":".join(f"{rng.randrange(256):02x}" for _ in range(4)), device=False, bridge=True, assign_type="3"),
+        Nic(
+            "docker0",
+            "02:42:" + ":".join(f"{rng.randrange(256):02x}" for _ in range(4)),
+            device=False,
+            bridge=True,
+            assign_type="3",
+        ),
     ]
     disks = [random_disk(rng, f"nvme{i}n1") for i in range(rng.randint(1, 2))]
     disks += [random_disk(rng, f"sd{chr(ord('a') + i)}") for i in range(rng.randint(0, 2))]
@@ -146,7 +154,10 @@ def random_machine(rng: random.Random, *, gpus: int | None = None) -> Machine:
         product_uuid=random_uuid(rng) + "\n",
         board_serial=random_serial(rng) + "\n",
         product_name=rng.choice(PRODUCTS) + "\n",
-        cpu=Cpu(rng.choice(MODELS), sorted(rng.sample(FLAGS, rng.randint(20, len(FLAGS))), key=FLAGS.index)),
+        cpu=Cpu(
+            rng.choice(MODELS),
+            sorted(rng.sample(FLAGS, rng.randint(20, len(FLAGS))), key=FLAGS.index),
+        ),
         nics=nics,
         disks=disks,
         gpus=[random_gpu(rng, i) for i in range(n_gpus)],
@@ -181,7 +192,9 @@ def write(m: Machine, root: Path) -> Path:
     """Write machine `m` as a tree under `root` (emptied first); returns `root`."""
     root = Path(root)
     if root.exists():
-        for p in root.rglob("*"):  # a mode-0000 file is still removable, its directory must be writable
+        for p in root.rglob(
+            "*"
+        ):  # a mode-0000 file is still removable, its directory must be writable
             if p.is_dir() and not p.is_symlink():
                 p.chmod(0o755)
         shutil.rmtree(root)

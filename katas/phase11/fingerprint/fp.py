@@ -21,7 +21,15 @@ from harness import NativeFault, todo
 
 OK, BAD_INPUT, TODO, PANIC = 0, 2, -2, -3
 KINDS = ("machine-id", "dmi-uuid", "board-serial", "product-name", "cpu", "mac", "disk", "gpu")
-VERDICTS = ("same", "reinstalled", "part-replaced", "hidden-hardware", "clone", "too-thin", "different")
+VERDICTS = (
+    "same",
+    "reinstalled",
+    "part-replaced",
+    "hidden-hardware",
+    "clone",
+    "too-thin",
+    "different",
+)
 
 
 class RustPanic(NativeFault, AssertionError):
@@ -88,30 +96,38 @@ class Lib:
         keep = [self.ffi.from_buffer("uint8_t[]", bytes(f) + b"\0") for f in fields]
         ptrs = self.ffi.new("const uint8_t *[]", max(1, len(keep)))
         lens = self.ffi.new("size_t[]", max(1, len(keep)))
-        for i, (buf, f) in enumerate(zip(keep, fields)):
+        for i, (buf, f) in enumerate(zip(keep, fields, strict=False)):
             ptrs[i] = buf
             lens[i] = len(f)
         return self._call_buf("encode", self.lib.kata_encode, ptrs, lens, len(fields))
 
     def digests(self, salt: bytes, comps: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """[(kind, digest(salt, component))] for each component, in order."""
-        return _parse(self._call_buf("digest", self.lib.kata_digests, salt, len(salt), _lines(comps)))
+        return _parse(
+            self._call_buf("digest", self.lib.kata_digests, salt, len(salt), _lines(comps))
+        )
 
     def fingerprint(self, salt: bytes, comps: Sequence[tuple[str, str]]) -> list[tuple[str, bytes]]:
         """fingerprint(salt, components): its entries (kind, digest), in the order yours returns."""
-        return _parse(self._call_buf("fingerprint", self.lib.kata_fingerprint, salt, len(salt), _lines(comps)))
+        return _parse(
+            self._call_buf("fingerprint", self.lib.kata_fingerprint, salt, len(salt), _lines(comps))
+        )
 
     def to_bytes(self, entries: Sequence[tuple[str, bytes]]) -> bytes:
         """to_bytes(fingerprint): its canonical encoding."""
         return self._call_buf("to_bytes", self.lib.kata_to_bytes, _lines(entries))
 
-    def compare(self, enrolled: Sequence[tuple[str, bytes]], current: Sequence[tuple[str, bytes]]) -> Score:
+    def compare(
+        self, enrolled: Sequence[tuple[str, bytes]], current: Sequence[tuple[str, bytes]]
+    ) -> Score:
         """compare(enrolled, current): matched and mismatched weight, and the decision."""
         out = self.ffi.new("uint32_t[3]")
         self._check(self.lib.kata_compare(_lines(enrolled), _lines(current), out), "compare")
         return Score(int(out[0]), int(out[1]), bool(out[2]))
 
-    def verdict(self, enrolled: Sequence[tuple[str, bytes]], current: Sequence[tuple[str, bytes]]) -> str:
+    def verdict(
+        self, enrolled: Sequence[tuple[str, bytes]], current: Sequence[tuple[str, bytes]]
+    ) -> str:
         """verdict(enrolled, current): one of VERDICTS."""
         out = self.ffi.new("int32_t *")
         self._check(self.lib.kata_verdict(_lines(enrolled), _lines(current), out), "verdict")

@@ -25,7 +25,9 @@ def one_server(fakeroot: Any) -> Any:
         product_uuid="4C4C4544-004A-4B10-804E-B4C04F593533\n",
         board_serial="  .7XJK93.CN7016357C01QA.  \n",
         product_name="PowerEdge R760xa\n",
-        cpu=F.Cpu("Intel(R) Xeon(R)   Platinum 8480+", ["sse2", "fpu", "avx512f", "fpu"], mhz=2000.0),
+        cpu=F.Cpu(
+            "Intel(R) Xeon(R)   Platinum 8480+", ["sse2", "fpu", "avx512f", "fpu"], mhz=2000.0
+        ),
         nics=[
             F.Nic("eno1", "B0:7B:25:D4:1A:02"),
             F.Nic("eno2", "b0-7b-25-d4-1a-03"),
@@ -67,7 +69,9 @@ def test_collect_one_server(lib: Any, fakeroot: Any, tmp_path: Path) -> None:
 
 def test_collect_empty_root(lib: Any, tmp_path: Path) -> None:
     got = lib.collect(tmp_path)
-    assert got == [], f"collect(an empty directory) = {got}: read under root, never the real machine"
+    assert got == [], (
+        f"collect(an empty directory) = {got}: read under root, never the real machine"
+    )
 
 
 def test_collect_placeholders_are_absent(lib: Any, fakeroot: Any, tmp_path: Path) -> None:
@@ -75,7 +79,9 @@ def test_collect_placeholders_are_absent(lib: Any, fakeroot: Any, tmp_path: Path
     m.product_uuid = "00000000-0000-0000-0000-000000000000\n"
     m.board_serial = "To be filled by O.E.M.\n"
     m.product_name = "Default string\n"
-    m.machine_id = "uninitialized\n"  # systemd's first boot: /var/lib/dbus/machine-id is the fallback
+    m.machine_id = (
+        "uninitialized\n"  # systemd's first boot: /var/lib/dbus/machine-id is the fallback
+    )
     m.dbus_machine_id = "0123456789abcdef0123456789ABCDEF\n"
     got = dict((k, v) for k, v in lib.collect(fakeroot.write(m, tmp_path / "h")) if k != "mac")
     assert "dmi-uuid" not in got and "board-serial" not in got and "product-name" not in got, got
@@ -86,7 +92,9 @@ def test_collect_unreadable_dmi(lib: Any, fakeroot: Any, tmp_path: Path) -> None
     m = one_server(fakeroot)
     m.unreadable = {"product_uuid", "board_serial"}  # mode 0400: what a non-root user sees
     kinds = [k for k, _ in lib.collect(fakeroot.write(m, tmp_path / "h"))]
-    assert "dmi-uuid" not in kinds and "board-serial" not in kinds and "product-name" in kinds, kinds
+    assert "dmi-uuid" not in kinds and "board-serial" not in kinds and "product-name" in kinds, (
+        kinds
+    )
 
 
 def test_collect_ignores_cpu_mhz(lib: Any, fakeroot: Any, tmp_path: Path) -> None:
@@ -99,8 +107,13 @@ def test_collect_ignores_cpu_mhz(lib: Any, fakeroot: Any, tmp_path: Path) -> Non
 
 def test_collect_changed_mac_is_not_an_identity(lib: Any, fakeroot: Any, tmp_path: Path) -> None:
     m = one_server(fakeroot)
-    m.nics[1].address, m.nics[1].assign_type = "b0:7b:25:d4:1a:99", "3"  # ip link set eno2 address ...
-    m.nics.append(fakeroot.Nic("ens5", "0a:1b:2c:3d:4e:5f"))  # a cloud VM's NIC: locally administered
+    m.nics[1].address, m.nics[1].assign_type = (
+        "b0:7b:25:d4:1a:99",
+        "3",
+    )  # ip link set eno2 address ...
+    m.nics.append(
+        fakeroot.Nic("ens5", "0a:1b:2c:3d:4e:5f")
+    )  # a cloud VM's NIC: locally administered
     macs = [v for k, v in lib.collect(fakeroot.write(m, tmp_path / "h")) if k == "mac"]
     assert macs == ["b0:7b:25:d4:1a:02"], macs
 
@@ -127,11 +140,24 @@ def test_hash_digest_is_salted_hmac(lib: Any) -> None:
 def test_hash_fingerprint_sorted(lib: Any) -> None:
     comps = list(reversed(ONE_SERVER)) + [ONE_SERVER[5]]
     got = lib.fingerprint(SALT, comps)
-    want = sorted(set(lib.digests(SALT, ONE_SERVER)), key=lambda e: (ONE_SERVER_KINDS.index(e[0]), e[1]))
-    assert got == want, f"fingerprint(one server) is not one entry per component sorted by (kind, digest): {got}"
+    want = sorted(
+        set(lib.digests(SALT, ONE_SERVER)), key=lambda e: (ONE_SERVER_KINDS.index(e[0]), e[1])
+    )
+    assert got == want, (
+        f"fingerprint(one server) is not one entry per component sorted by (kind, digest): {got}"
+    )
 
 
-ONE_SERVER_KINDS = ["machine-id", "dmi-uuid", "board-serial", "product-name", "cpu", "mac", "disk", "gpu"]
+ONE_SERVER_KINDS = [
+    "machine-id",
+    "dmi-uuid",
+    "board-serial",
+    "product-name",
+    "cpu",
+    "mac",
+    "disk",
+    "gpu",
+]
 
 
 def test_hash_to_bytes(lib: Any) -> None:
@@ -140,7 +166,9 @@ def test_hash_to_bytes(lib: Any) -> None:
     random.Random(3).shuffle(shuffled)
     got = lib.to_bytes(shuffled + fp[:2])
     want = lib.encode([b"fingerprint-v1"] + [f for k, d in fp for f in (k.encode(), d)])
-    assert got == want, "to_bytes is not encode(['fingerprint-v1', kind, digest, ...]) in sorted order"
+    assert got == want, (
+        "to_bytes is not encode(['fingerprint-v1', kind, digest, ...]) in sorted order"
+    )
     for _, value in ONE_SERVER:
         assert value.encode() not in got, f"the fingerprint contains the raw value {value!r}"
 
@@ -211,7 +239,9 @@ def test_spoof_cases(lib: Any, fakeroot: Any, tmp_path: Path, case: str, want: s
     host.disks.append(F.Disk("nvme1n1", serial="S6EXNE0T899999"))
     other = one_server(F)
     other.disks.append(F.Disk("nvme1n1", serial="S6EXNE0T899999"))
-    if case == "cloned-vm":  # same disk images and machine-id; the hypervisor gives a new UUID and MACs
+    if (
+        case == "cloned-vm"
+    ):  # same disk images and machine-id; the hypervisor gives a new UUID and MACs
         other.product_uuid = "9a1f3c2e-5b7d-4e60-8f21-3c4d5e6f7a8b"
         other.nics = [F.Nic("eno1", "b0:7b:25:aa:bb:01"), F.Nic("eno2", "b0:7b:25:aa:bb:02")]
     elif case == "changed-mac":  # ip link set eno1 address ...: not burned in, the card drops out

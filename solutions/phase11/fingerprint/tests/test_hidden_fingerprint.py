@@ -16,7 +16,16 @@ import pytest
 
 # ----------------------------------------------------------------------------- the model
 ORDER = ["machine-id", "dmi-uuid", "board-serial", "product-name", "cpu", "mac", "disk", "gpu"]
-WEIGHT = {"machine-id": 3, "dmi-uuid": 4, "board-serial": 3, "product-name": 1, "cpu": 1, "mac": 2, "disk": 2, "gpu": 2}
+WEIGHT = {
+    "machine-id": 3,
+    "dmi-uuid": 4,
+    "board-serial": 3,
+    "product-name": 1,
+    "cpu": 1,
+    "mac": 2,
+    "disk": 2,
+    "gpu": 2,
+}
 TOLERANCE, MIN_MATCHED = 3, 6
 PLACEHOLDERS = {
     "to be filled by o.e.m.", "to be filled by oem", "default string", "not specified",
@@ -38,14 +47,24 @@ def value(raw: str | None) -> str | None:
         return None
     v = norm(raw)
     alnum = [c for c in v if c.isalnum()]
-    if not alnum or all(c == "0" for c in alnum) or all(c == "f" for c in alnum) or v in PLACEHOLDERS:
+    if (
+        not alnum
+        or all(c == "0" for c in alnum)
+        or all(c == "f" for c in alnum)
+        or v in PLACEHOLDERS
+    ):
         return None
     return v
 
 
 def mac_value(raw: str) -> str | None:
     h = "".join(c for c in raw.strip() if c not in ":-.").lower()
-    if len(h) != 12 or any(c not in string.hexdigits for c in h) or int(h[:2], 16) & 3 or h == "0" * 12:
+    if (
+        len(h) != 12
+        or any(c not in string.hexdigits for c in h)
+        or int(h[:2], 16) & 3
+        or h == "0" * 12
+    ):
         return None
     return ":".join(h[i : i + 2] for i in range(0, 12, 2))
 
@@ -66,7 +85,12 @@ def expected(m: Any) -> Comps:
         out.add(("cpu", model + "|" + " ".join(sorted({f.lower() for f in m.cpu.flags}))))
     for nic in m.nics:
         virtual = nic.name == "lo" or nic.name.startswith(("docker", "veth", "virbr"))
-        if virtual or not nic.device or nic.bridge or (nic.assign_type is not None and nic.assign_type != "0"):
+        if (
+            virtual
+            or not nic.device
+            or nic.bridge
+            or (nic.assign_type is not None and nic.assign_type != "0")
+        ):
             continue
         if (v := mac_value(nic.address)) is not None:
             out.add(("mac", v))
@@ -90,7 +114,9 @@ def digest(salt: bytes, kind: str, v: str) -> bytes:
 
 
 def fingerprint(salt: bytes, comps: Comps) -> Fp:
-    return sorted({(k, digest(salt, k, v)) for k, v in comps}, key=lambda e: (ORDER.index(e[0]), e[1]))
+    return sorted(
+        {(k, digest(salt, k, v)) for k, v in comps}, key=lambda e: (ORDER.index(e[0]), e[1])
+    )
 
 
 def to_bytes(fp: Fp) -> bytes:
@@ -117,7 +143,11 @@ def verdict(a: Fp, b: Fp) -> str:
     ua, ub = sets(a, "dmi-uuid"), sets(b, "dmi-uuid")
     if ua and not ub:
         return "hidden-hardware"
-    if ua and ua != ub and (sets(a, "machine-id") & sets(b, "machine-id") or sets(a, "disk") & sets(b, "disk")):
+    if (
+        ua
+        and ua != ub
+        and (sets(a, "machine-id") & sets(b, "machine-id") or sets(a, "disk") & sets(b, "disk"))
+    ):
         return "clone"
     if matched < MIN_MATCHED:
         return "too-thin"
@@ -162,7 +192,10 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
     m = F.random_machine(rng)
     pick = rng.random()
     if pick < 0.15:
-        m.machine_id, m.dbus_machine_id = rng.choice([None, "", "uninitialized\n", "0" * 32 + "\n"]), m.machine_id
+        m.machine_id, m.dbus_machine_id = (
+            rng.choice([None, "", "uninitialized\n", "0" * 32 + "\n"]),
+            m.machine_id,
+        )
     elif pick < 0.25:
         m.machine_id = m.machine_id.upper()
     elif pick < 0.3:
@@ -172,14 +205,18 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
         if r < 0.15:
             setattr(m, name, recase(rng, rng.choice(sorted(PLACEHOLDERS))) + "\n")
         elif r < 0.25 and name == "product_uuid":
-            m.product_uuid = rng.choice(["00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"])
+            m.product_uuid = rng.choice(
+                ["00000000-0000-0000-0000-000000000000", "FFFFFFFF-FFFF-FFFF-FFFF-FFFFFFFFFFFF"]
+            )
         elif r < 0.35:
             m.unreadable.add(name)
         elif r < 0.6:
             setattr(m, name, respace(rng, recase(rng, getattr(m, name).strip())))
     if rng.random() < 0.3:
         m.cpu.model = "  " + recase(rng, m.cpu.model).replace(" ", "   ") + " "
-    m.cpu.flags = [recase(rng, f) if rng.random() < 0.1 else f for f in m.cpu.flags] + rng.sample(m.cpu.flags, 3)
+    m.cpu.flags = [recase(rng, f) if rng.random() < 0.1 else f for f in m.cpu.flags] + rng.sample(
+        m.cpu.flags, 3
+    )
     m.cpu.mhz = rng.uniform(800, 4000)
     if rng.random() < 0.1:
         m.cpu.model = None
@@ -207,7 +244,9 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
             d.serial = rng.choice(["", "   ", "0000000000", "Not Specified"])  # the WWID then
     first = next(d for d in m.disks if d.name == "nvme0n1")
     extra_disks = [
-        F.Disk("nvme0n2", serial=first.serial, wwid=f"eui.{rng.randrange(16**16):016x}"),  # 2nd namespace
+        F.Disk(
+            "nvme0n2", serial=first.serial, wwid=f"eui.{rng.randrange(16**16):016x}"
+        ),  # 2nd namespace
         F.Disk("sr0", serial="HL-DT-ST_DVD+-RW_GTA0N"),
         F.Disk("sdz", serial=F.random_serial(rng), removable=True),
         F.Disk("zram0", device=False),
@@ -230,25 +269,36 @@ def tree(F: Any, m: Any, tmp_path: Path, name: str) -> Path:
 
 # ----------------------------------------------------------------------------- collect
 @pytest.mark.kata_gate("collect disagrees with the README's rules on random machine trees")
-def test_collect_random_machines(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+def test_collect_random_machines(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     for i in range(6):
         m = messy_machine(fakeroot, kata_random)
         got = lib.collect(tree(fakeroot, m, tmp_path, f"m{i}"))
         want = expected(m)
-        assert got == want, f"collect(random machine {i}) is wrong:\nexpected {want}\n     got {got}\nmachine: {m}"
+        assert got == want, (
+            f"collect(random machine {i}) is wrong:\nexpected {want}\n     got {got}\nmachine: {m}"
+        )
 
 
-@pytest.mark.kata_gate("collect reports an address of a virtual, bridged, locally administered or reassigned NIC")
-def test_collect_virtual_nics(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+@pytest.mark.kata_gate(
+    "collect reports an address of a virtual, bridged, locally administered or reassigned NIC"
+)
+def test_collect_virtual_nics(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     F = fakeroot
     m = F.random_machine(kata_random)
     physical = sorted(mac_value(n.address) for n in m.nics if n.device)
     r = kata_random
     m.nics += [
-        F.Nic(f"veth{i}", F.random_mac(r), device=False, assign_type=r.choice(["0", "3"])) for i in range(3)
+        F.Nic(f"veth{i}", F.random_mac(r), device=False, assign_type=r.choice(["0", "3"]))
+        for i in range(3)
     ] + [
         F.Nic("br-5f2a1c", F.random_mac(r), device=False, bridge=True, assign_type="0"),
-        F.Nic("eth9", F.random_mac(r), device=True, bridge=True, assign_type="0"),  # a card enslaved as a bridge
+        F.Nic(
+            "eth9", F.random_mac(r), device=True, bridge=True, assign_type="0"
+        ),  # a card enslaved as a bridge
         F.Nic("ens6", f"{r.randrange(64) * 4 + 2:02x}:00:00:00:00:01", assign_type="0"),
         F.Nic("ens7", F.random_mac(r), assign_type="3"),
         F.Nic("ens8", F.random_mac(r), assign_type="2"),
@@ -256,13 +306,21 @@ def test_collect_virtual_nics(lib: Any, fakeroot: Any, kata_random: random.Rando
     ]
     r.shuffle(m.nics)
     got = [v for k, v in lib.collect(tree(F, m, tmp_path, "h")) if k == "mac"]
-    assert got == physical, f"collect's MACs on a machine with virtual NICs: expected {physical}, got {got}"
+    assert got == physical, (
+        f"collect's MACs on a machine with virtual NICs: expected {physical}, got {got}"
+    )
 
 
-@pytest.mark.kata_gate("collect reports a placeholder value (all zeros, all f, a firmware default) as a component")
-def test_collect_placeholders(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+@pytest.mark.kata_gate(
+    "collect reports a placeholder value (all zeros, all f, a firmware default) as a component"
+)
+def test_collect_placeholders(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     F, r = fakeroot, kata_random
-    for i, ph in enumerate(sorted(PLACEHOLDERS) + ["0" * 8 + "-0000-0000-0000-" + "0" * 12, "FFFFFFFF", "  ", ""]):
+    for i, ph in enumerate(
+        sorted(PLACEHOLDERS) + ["0" * 8 + "-0000-0000-0000-" + "0" * 12, "FFFFFFFF", "  ", ""]
+    ):
         m = F.random_machine(r, gpus=1)
         m.product_uuid = m.board_serial = m.product_name = respace(r, recase(r, ph))
         for d in m.disks:
@@ -270,11 +328,17 @@ def test_collect_placeholders(lib: Any, fakeroot: Any, kata_random: random.Rando
         m.gpus[0].uuid = recase(r, ph)
         got = lib.collect(tree(F, m, tmp_path, f"p{i}"))
         kinds = sorted({k for k, _ in got} - {"machine-id", "cpu", "mac"})
-        assert kinds == [], f"collect reported {kinds} where every value is the placeholder {ph!r}: {got}"
+        assert kinds == [], (
+            f"collect reported {kinds} where every value is the placeholder {ph!r}: {got}"
+        )
 
 
-@pytest.mark.kata_gate("collect's components change when only cpu MHz, bogomips or the order of NICs and disks change")
-def test_collect_stable(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+@pytest.mark.kata_gate(
+    "collect's components change when only cpu MHz, bogomips or the order of NICs and disks change"
+)
+def test_collect_stable(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     F, r = fakeroot, kata_random
     m = messy_machine(F, r)
     a = lib.collect(tree(F, m, tmp_path, "a"))
@@ -286,7 +350,9 @@ def test_collect_stable(lib: Any, fakeroot: Any, kata_random: random.Random, tmp
     assert a == b, f"collect changed with the MHz and the order of flags, NICs, disks:\n{a}\n{b}"
 
 
-def test_collect_no_panic_on_odd_files(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+def test_collect_no_panic_on_odd_files(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     F = fakeroot
     m = F.random_machine(kata_random)
     m.unreadable = set(DMI)
@@ -304,14 +370,18 @@ def test_collect_no_panic_on_odd_files(lib: Any, fakeroot: Any, kata_random: ran
 
 
 @pytest.mark.kata_gate("collect reports components that are not in the tree under root")
-def test_collect_reads_under_root_only(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path) -> None:
+def test_collect_reads_under_root_only(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
     F = fakeroot
     m = F.Machine(machine_id=None, cpu=None)
     got = lib.collect(tree(F, m, tmp_path, "bare"))
     assert got == [], f"collect(a tree with only empty /sys directories) = {got}"
-    m = F.Machine(machine_id="%032x\n" % kata_random.randrange(1 << 128))
+    m = F.Machine(machine_id=f"{kata_random.randrange(1 << 128):032x}\n")
     got = lib.collect(tree(F, m, tmp_path, "id-only"))
-    assert got == expected(m), f"collect(a tree with only /etc/machine-id) = {got}, expected {expected(m)}"
+    assert got == expected(m), (
+        f"collect(a tree with only /etc/machine-id) = {got}, expected {expected(m)}"
+    )
 
 
 # ----------------------------------------------------------------------------- hash
@@ -319,7 +389,10 @@ def test_collect_reads_under_root_only(lib: Any, fakeroot: Any, kata_random: ran
 def test_hash_encode_random(lib: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(30):
-        fields = [bytes(r.randrange(256) for _ in range(r.choice([0, 1, 3, 40, 255, 256, 300]))) for _ in range(r.randint(0, 6))]
+        fields = [
+            bytes(r.randrange(256) for _ in range(r.choice([0, 1, 3, 40, 255, 256, 300])))
+            for _ in range(r.randint(0, 6))
+        ]
         got = lib.encode(fields)
         assert got == enc(fields), f"encode({[len(f) for f in fields]} bytes long fields) is wrong"
     big = [bytes(70_000), b"x"]
@@ -338,7 +411,9 @@ def test_hash_encode_unambiguous(lib: Any, kata_random: random.Random) -> None:
         assert lib.encode(a + [b""]) != lib.encode(a), f"encode({a} + ['']) == encode({a})"
 
 
-@pytest.mark.kata_gate("digest disagrees with HMAC-SHA-256(salt, encode([kind, value])) on random salts and components")
+@pytest.mark.kata_gate(
+    "digest disagrees with HMAC-SHA-256(salt, encode([kind, value])) on random salts and components"
+)
 def test_hash_digest_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     comps = expected(messy_machine(fakeroot, r))
@@ -356,10 +431,14 @@ def test_hash_salted(lib: Any, kata_random: random.Random) -> None:
     a, b = salt_of(r), salt_of(r) + b"!"
     da, db = lib.digests(a, comp)[0][1], lib.digests(b, comp)[0][1]
     assert da != db, f"digest({comp[0]}) is the same under two salts"
-    assert da == digest(a, *comp[0]), f"digest({comp[0]}) under a random salt is not the HMAC of the salt"
+    assert da == digest(a, *comp[0]), (
+        f"digest({comp[0]}) under a random salt is not the HMAC of the salt"
+    )
 
 
-@pytest.mark.kata_gate("fingerprint is not the sorted, deduplicated entries of random machines' components")
+@pytest.mark.kata_gate(
+    "fingerprint is not the sorted, deduplicated entries of random machines' components"
+)
 def test_hash_fingerprint_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(4):
@@ -372,7 +451,9 @@ def test_hash_fingerprint_random(lib: Any, fakeroot: Any, kata_random: random.Ra
         assert got == want, f"fingerprint(salt, {shuffled}) is wrong"
 
 
-@pytest.mark.kata_gate("to_bytes differs from the canonical encoding, or holds a raw value, on random fingerprints")
+@pytest.mark.kata_gate(
+    "to_bytes differs from the canonical encoding, or holds a raw value, on random fingerprints"
+)
 def test_hash_to_bytes_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(4):
@@ -434,7 +515,9 @@ def check_score(lib: Any, a: Fp, b: Fp, what: str) -> None:
     )
 
 
-@pytest.mark.kata_gate("compare's matched, mismatched or decision disagree with the weighted rule on random changes")
+@pytest.mark.kata_gate(
+    "compare's matched, mismatched or decision disagree with the weighted rule on random changes"
+)
 def test_match_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     for i in range(40):
@@ -467,7 +550,9 @@ def test_match_two_parts_refused(lib: Any, fakeroot: Any, kata_random: random.Ra
         check_score(lib, a, b, "two parts replaced")
 
 
-@pytest.mark.kata_gate("compare counts a kind absent on both sides, or forgives one absent on one side")
+@pytest.mark.kata_gate(
+    "compare counts a kind absent on both sides, or forgives one absent on one side"
+)
 def test_match_absent(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(10):
@@ -482,13 +567,23 @@ def test_match_absent(lib: Any, fakeroot: Any, kata_random: random.Random) -> No
         check_score(lib, b, a, f"{sorted(gone)} absent on both sides, {one} on the enrolled one")
 
 
-@pytest.mark.kata_gate("compare accepts a machine that shares only its machine-id, CPU and product name")
+@pytest.mark.kata_gate(
+    "compare accepts a machine that shares only its machine-id, CPU and product name"
+)
 def test_match_machine_id_alone(lib: Any, fakeroot: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(5):
         comps = random_comps(fakeroot, r)
-        other = [c if c[0] in ("machine-id", "cpu", "product-name") else (c[0], fresh(r, c[0])) for c in comps]
-        check_score(lib, fingerprint(b"s", comps), fingerprint(b"s", other), "only machine-id, cpu, product shared")
+        other = [
+            c if c[0] in ("machine-id", "cpu", "product-name") else (c[0], fresh(r, c[0]))
+            for c in comps
+        ]
+        check_score(
+            lib,
+            fingerprint(b"s", comps),
+            fingerprint(b"s", other),
+            "only machine-id, cpu, product shared",
+        )
 
 
 # ----------------------------------------------------------------------------- spoof
@@ -512,7 +607,11 @@ def test_spoof_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> No
             other = [c if c[0] != "dmi-uuid" else (c[0], fresh(r, c[0])) for c in comps]
             other = [c if c[0] != "mac" else (c[0], fresh(r, c[0])) for c in other]
         elif roll < 0.45:
-            other = [c for c in comps if c[0] in ("machine-id", "cpu", "product-name", "disk") and r.random() < 0.8]
+            other = [
+                c
+                for c in comps
+                if c[0] in ("machine-id", "cpu", "product-name", "disk") and r.random() < 0.8
+            ]
         else:
             other = perturb(r, comps)
         a, b = fingerprint(b"s", comps), fingerprint(b"s", other)
@@ -537,12 +636,14 @@ def spoof_case(F: Any, r: random.Random, case: str) -> tuple[Any, Any]:
             other.board_serial = F.random_serial(r) + "\n"
     elif case == "container":  # machine-id bind-mounted from the host, /sys/class/dmi not there
         other.product_uuid = other.board_serial = other.product_name = None
-        other.nics = [F.Nic("eth0", "02:42:ac:11:00:%02x" % r.randrange(256), device=False, assign_type="3")]
+        other.nics = [
+            F.Nic("eth0", f"02:42:ac:11:00:{r.randrange(256):02x}", device=False, assign_type="3")
+        ]
         if r.random() < 0.5:
             other.disks = []
         other.gpus = other.gpus[:1]
     elif case == "reinstall":
-        other.machine_id = "%032x\n" % r.randrange(1 << 128)
+        other.machine_id = f"{r.randrange(1 << 128):032x}\n"
     elif case == "mac-spoof":  # a second machine takes the host's machine-id and MACs
         other = F.random_machine(r)
         other.machine_id = host.machine_id
@@ -564,16 +665,22 @@ SPOOF_WANT = {
 }
 
 
-@pytest.mark.kata_gate("verdict on the adversary's cases (cloned VM, container, MAC spoof, reinstall) is wrong")
+@pytest.mark.kata_gate(
+    "verdict on the adversary's cases (cloned VM, container, MAC spoof, reinstall) is wrong"
+)
 @pytest.mark.parametrize("case", sorted(SPOOF_WANT))
-def test_spoof_adversary(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path, case: str) -> None:
+def test_spoof_adversary(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path, case: str
+) -> None:
     host, other = spoof_case(fakeroot, kata_random, case)
     salt = salt_of(kata_random)
     a = pipeline(lib, fakeroot, host, tmp_path, "host", salt)
     b = pipeline(lib, fakeroot, other, tmp_path, "other", salt)
     got = lib.verdict(a, b)
     want = verdict(fingerprint(salt, expected(host)), fingerprint(salt, expected(other)))
-    assert want == SPOOF_WANT[case], f"the model's verdict on {case} is {want}"  # the case is built right
+    assert want == SPOOF_WANT[case], (
+        f"the model's verdict on {case} is {want}"
+    )  # the case is built right
     assert got == want, f"verdict(host, {case}) = {got}, expected {want}"
 
 
@@ -603,15 +710,22 @@ def life_change(F: Any, r: random.Random, m: Any, change: str) -> Any:
         for n in phys_nics:
             n.address = n.address.upper().replace(":", "-")
     elif change == "virtual":
-        m.nics += [F.Nic(f"veth{i}{r.randrange(999)}", F.random_mac(r), device=False, assign_type="3") for i in range(4)]
+        m.nics += [
+            F.Nic(f"veth{i}{r.randrange(999)}", F.random_mac(r), device=False, assign_type="3")
+            for i in range(4)
+        ]
         m.nics.append(F.Nic("virbr0", F.random_mac(r), device=False, bridge=True, assign_type="3"))
         m.disks += [F.Disk("loop7", device=False), F.Disk("dm-3", device=False)]
     return m
 
 
-@pytest.mark.kata_gate("collect + fingerprint + verdict disagree with the model on machines whose parts change")
+@pytest.mark.kata_gate(
+    "collect + fingerprint + verdict disagree with the model on machines whose parts change"
+)
 @pytest.mark.parametrize("change", ["one-part", "two-parts", "reorder", "case", "virtual"])
-def test_spoof_life_changes(lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path, change: str) -> None:
+def test_spoof_life_changes(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path, change: str
+) -> None:
     r = kata_random
     for i in range(2):
         host = fakeroot.random_machine(r)
