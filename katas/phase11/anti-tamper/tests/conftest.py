@@ -1,0 +1,391 @@
+"""Fixtures of the anti-tamper tests: your guard.c built with the given main.c and sha256.c and a
+secrets.h of the tests' own (fresh secrets every run), sealed with tamper.py, and run as a
+program in child processes with bounded time: plain, patched byte by byte, under tracers, or as
+a server that answers line by line."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import hmac
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.native.build import build_executable
+from harness.testing import random_for
+
+ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+RUN_TIMEOUT = 20.0  # seconds for one run of the program (it answers in milliseconds)
+EXIT_TAMPERED = 3
+EXIT_TODO = 99
+
+
+class GuardCrash(AssertionError):  # noqa: N818 - a crash, not an "Error"
+    """The unchanged program died of a signal: a crash of the C code. The test fails with the
+    sentence and no gate trips (`kata_learner_crash`: an honest mistake, not a dodge)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.kata_learner_crash = message.splitlines()[0]
+
+
+class Precondition(AssertionError):  # noqa: N818 - a missing precondition, not an "Error"
+    """The unchanged program does not answer right, so an attack on it proves nothing: the test
+    fails with the sentence, and no gate trips (an honest mistake the other tests name)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.kata_learner_crash = message.splitlines()[0]
+
+
+def fresh_secrets(key: str, count: int = 3) -> list[bytes]:
+    """`count` secrets of 20..40 letters and digits from the run seed (no byte 4 times in a row)."""
+    rnd = random_for(key)
+    out: list[bytes] = []
+    while len(out) < count:
+        s = bytes(rnd.choice(ALPHABET) for _ in range(rnd.randint(20, 40)))
+        if not any(s[i] == s[i + 1] == s[i + 2] == s[i + 3] for i in range(len(s) - 3)):
+            out.append(s)
+    return out
+
+
+@dataclass
+class Run:
+    """One run of the program: what it wrote and how it ended."""
+
+    args: tuple[str, ...]
+    returncode: int | None  # None: killed after the time limit
+    stdout: str
+    stderr: str
+
+    @property
+    def signal(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            return signal.Signals(-self.returncode).name
+        return None
+
+    def todo(self, *functions: str) -> None:
+        """KataTodo when the program stopped at (or skipped) a stub of one of `functions`."""
+        for line in self.stderr.splitlines():
+            if line.startswith("KATA_TODO ") and line.split()[1] in functions:
+                if self.returncode == EXIT_TODO or "(skipped)" in line:
+                    from harness import todo
+
+                    todo(f"{line.split()[1]} answered GUARD_TODO")
+
+    def describe(self) -> str:
+        end = (
+            "was killed after the time limit"
+            if self.returncode is None
+            else f"died of {self.signal}"
+            if self.signal
+            else f"exited with status {self.returncode}"
+        )
+        tail = "\n".join(self.stderr.strip().splitlines()[-6:])
+        return f"`guard {' '.join(self.args)}` {end}; stdout {self.stdout[:200]!r}; stderr:\n{tail}"
+
+    def must_not_crash(self) -> None:
+        if self.signal:
+            raise GuardCrash(f"the unchanged program died of {self.signal}\n{self.describe()}")
+
+
+class Program:
+    """A built and sealed program, its secrets, and ways to run it."""
+
+    def __init__(self, path: Path, secrets: list[bytes], tamper: Any, tmp: Path) -> None:
+        self.path = path
+        self.secrets = secrets
+        self.tamper = tamper
+        self.tmp = tmp
+        self.data = path.read_bytes()
+        self.elf = tamper.Elf(self.data)
+        self.count = 0
+
+    def answer(self, index: int, challenge: bytes) -> str:
+        """The oracle: HMAC-SHA256(secret[index], challenge) in hex."""
+        return hmac.new(self.secrets[index], challenge, hashlib.sha256).hexdigest()
+
+    def baseline(self, index: int, challenge: bytes, *todo: str) -> str:
+        """The unchanged program's answer, which must be right before an attack means anything;
+        KataTodo for a stub of `todo`, Precondition (never a gate) when it is wrong."""
+        run = self.ask(index, challenge)
+        run.todo(*todo, "guard_secret")
+        run.must_not_crash()
+        want = self.answer(index, challenge)
+        if run.returncode != 0 or run.stdout.strip() != want:
+            raise Precondition(
+                f"the unchanged program does not answer secret {index} right, so the attack "
+                f"proves nothing: {run.describe()}"
+            )
+        return want
+
+    def functions(self) -> dict[str, Any]:
+        return self.elf.functions()
+
+    def patched(self, changes: dict[int, int] | Sequence[tuple[int, bytes]]) -> Path:
+        """A copy of the program with bytes changed: {file offset: XOR mask} or [(offset, new
+        bytes)]. The copy keeps the seal of the unchanged program."""
+        data = bytearray(self.data)
+        if isinstance(changes, dict):
+            for off, mask in changes.items():
+                data[off] ^= mask
+        else:
+            for off, new in changes:
+                data[off : off + len(new)] = new
+        self.count += 1
+        out = self.tmp / f"patched{self.count}"
+        out.write_bytes(bytes(data))
+        out.chmod(0o755)
+        return out
+
+    def run(
+        self, *args: str, exe: Path | None = None, wrapper: Sequence[str] = (),
+        timeout: float = RUN_TIMEOUT, input: str | None = None,
+    ) -> Run:  # fmt: skip
+        """Run the program (or `exe`, a patched copy) with `args`, under `wrapper` if any."""
+        cmd = [*wrapper, str(exe or self.path), *args]
+        try:
+            p = subprocess.run(
+                cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                env=child_env(), check=False, errors="replace",
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else ""
+            return Run(tuple(args), None, out or "", err or "")
+        return Run(tuple(args), p.returncode, p.stdout, p.stderr)
+
+    def ask(self, index: int, challenge: bytes, **kw: Any) -> Run:
+        return self.run(str(index), challenge.hex(), **kw)
+
+    @contextlib.contextmanager
+    def serve(self, exe: Path | None = None) -> Iterator[Server]:
+        """The program in --serve mode: server.ask(line) -> its answer line."""
+        p = subprocess.Popen(
+            [str(exe or self.path), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=child_env(), bufsize=0,
+        )  # fmt: skip
+        server = Server(p)
+        try:
+            yield server
+        finally:
+            with contextlib.suppress(Exception):
+                p.kill()
+            with contextlib.suppress(Exception):
+                p.communicate(timeout=RUN_TIMEOUT)
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    def poke(self, exe: Path, file_offset: int, mask: int) -> bool:
+        """XOR one byte of the running program's code in memory (at the byte `file_offset` of
+        `exe` maps to), through /proc/PID/mem as a debugger plants a breakpoint; False when this
+        process may not write there (no CAP_SYS_PTRACE for a non-dumpable process)."""
+        try:
+            maps = Path(f"/proc/{self.pid}/maps").read_text()
+        except OSError:
+            return False
+        for line in maps.splitlines():
+            parts = line.split()
+            if len(parts) < 6 or parts[5] != str(exe) or "x" not in parts[1]:
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            off = int(parts[2], 16)
+            if off <= file_offset < off + hi - lo:
+                addr = lo + file_offset - off
+                try:
+                    with open(f"/proc/{self.pid}/mem", "r+b", buffering=0) as mem:
+                        mem.seek(addr)
+                        old = mem.read(1)
+                        mem.seek(addr)
+                        mem.write(bytes([old[0] ^ mask]))
+                except OSError:
+                    return False
+                return True
+        raise AssertionError(f"byte {file_offset:#x} of {exe.name} is not mapped executable")
+
+    def seize(self) -> bool:
+        """Attach this test process to the running program as its tracer (PTRACE_SEIZE: the
+        program keeps running, traced); False when this process may not."""
+        return _libc().ptrace(PTRACE_SEIZE, self.pid, None, None) == 0
+
+    def ask(self, line: str, timeout: float = RUN_TIMEOUT) -> str | None:
+        """Send one request line; its answer line, or None when the program ended first."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return None
+        buf = b""
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"the program in --serve mode did not answer {line!r} in time")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return None
+                buf += chunk
+        return buf.decode(errors="replace").strip()
+
+    def finish(self) -> Run:
+        """Close stdin and wait: how it ended, and what it wrote after the last answer."""
+        try:
+            out, err = self.proc.communicate(timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            return Run(
+                ("--serve",), None, out.decode(errors="replace"), err.decode(errors="replace")
+            )
+        return Run(
+            ("--serve",), self.proc.returncode, out.decode(errors="replace"),
+            err.decode(errors="replace"),
+        )  # fmt: skip
+
+
+def child_env() -> dict[str, str]:
+    """The environment of the program: the tests' own, without preloads or debugger settings."""
+    drop = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+@pytest.fixture(scope="module")
+def program(kata: Any, tmp_path_factory: pytest.TempPathFactory) -> Program:
+    """Your guard.c + main.c + sha256.c, with a fresh secrets.h, built (-O2 -g) and sealed."""
+    tamper = kata.module("tamper")
+    tmp = tmp_path_factory.mktemp("anti-tamper")
+    secrets = fresh_secrets(f"anti-tamper secrets {tmp.name}")
+    (tmp / "inc").mkdir()
+    (tmp / "inc" / "secrets.h").write_text(tamper.secrets_header(secrets))
+    built = build_executable(
+        [kata.source("main.c"), kata.source("guard.c"), kata.source("sha256.c")],
+        include_dirs=[tmp / "inc", *kata.search_path],
+    ).path
+    exe = tmp / "guard"
+    shutil.copyfile(built, exe)
+    exe.chmod(0o755)
+    tamper.seal(exe)
+    return Program(exe, secrets, tamper, tmp)
+
+
+@pytest.fixture
+def challenge(kata_random: Any) -> bytes:
+    """A fresh challenge: 8..48 random bytes."""
+    return bytes(kata_random.getrandbits(8) for _ in range(kata_random.randint(8, 48)))
+
+
+def need_tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"{name} is not installed on this machine")
+    return path
+
+
+def gdb_run(program: Program, *args: str, exe: Path | None = None) -> Run:
+    """Run the program under `gdb -batch` (gdb starts it as its tracee)."""
+    gdb = need_tool("gdb")
+    run = program.run(
+        *args,
+        exe=exe,
+        wrapper=[gdb, "-nx", "-batch", "-ex", "run", "-ex", "info inferiors", "--args"],
+    )
+    return run
+
+
+def gdb_exit_status(run: Run) -> int | None:
+    """The inferior's exit status as gdb reports it ("exited with code 03", "exited normally")."""
+    for line in run.stdout.splitlines() + run.stderr.splitlines():
+        if "exited normally" in line:
+            return 0
+        if "exited with code" in line:
+            return int(line.rsplit("code", 1)[1].strip(" ]"), 8)
+    return None
+
+
+def refused(run: Run, check: str) -> bool:
+    """A refusal: a nonzero exit (or the time limit), no answer on stdout, the check named on
+    stderr (by your guard_fail, or by main.c when guard_fail is still a stub)."""
+    return run.returncode != 0 and not run.stdout.strip() and check in run.stderr
+
+
+PTRACE_TRACEME, PTRACE_CONT, PTRACE_SEIZE = 0, 7, 0x4206
+EM_X86_64, EM_AARCH64 = 62, 183
+RET = {EM_X86_64: b"\xc3", EM_AARCH64: bytes.fromhex("c0035fd6")}
+RETURN_ZERO = {  # xor eax, eax; ret / mov w0, #0; ret
+    EM_X86_64: b"\x31\xc0\xc3",
+    EM_AARCH64: bytes.fromhex("00008052c0035fd6"),
+}
+
+
+def _libc() -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.restype = ctypes.c_long
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    return libc
+
+
+def ptrace_run(program: Program, *args: str, timeout: float = RUN_TIMEOUT) -> Run:
+    """Run the program as the tracee of this test process (PTRACE_TRACEME before exec): a tracer
+    that is neither gdb nor strace."""
+    libc = _libc()
+    p = subprocess.Popen(
+        [str(program.path), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=child_env(), preexec_fn=functools.partial(libc.ptrace, PTRACE_TRACEME, 0, None, None),
+    )  # fmt: skip
+    deadline = time.monotonic() + timeout
+    status = None
+    while status is None:
+        pid, st = os.waitpid(p.pid, os.WNOHANG)
+        if pid == 0:
+            if time.monotonic() > deadline:
+                p.kill()
+                os.waitpid(p.pid, 0)
+                break
+            time.sleep(0.001)
+        elif os.WIFSTOPPED(st):
+            sig = os.WSTOPSIG(st)
+            libc.ptrace(PTRACE_CONT, p.pid, None, None if sig == signal.SIGTRAP else sig)
+        else:
+            status = st
+    assert p.stdout is not None and p.stderr is not None
+    out, err = p.stdout.read().decode(errors="replace"), p.stderr.read().decode(errors="replace")
+    p.stdout.close()
+    p.stderr.close()
+    p.returncode = 0  # reaped here: keep Popen from waiting again
+    code = None if status is None else os.waitstatus_to_exitcode(status)
+    return Run(tuple(args), code, out, err)
+
+
+@pytest.fixture(scope="session")
+def tools() -> Any:
+    """The helpers of these tests, for public and hidden tests alike: tools.refused(run, check),
+    tools.need_tool(name), tools.gdb_run(program, *args), tools.gdb_exit_status(run),
+    tools.ptrace_run(program, *args), tools.EXIT_TAMPERED, tools.EXIT_TODO."""
+    import types
+
+    return types.SimpleNamespace(
+        refused=refused, need_tool=need_tool, gdb_run=gdb_run, gdb_exit_status=gdb_exit_status,
+        ptrace_run=ptrace_run, libc=_libc, EXIT_TAMPERED=EXIT_TAMPERED, EXIT_TODO=EXIT_TODO,
+        GuardCrash=GuardCrash, Run=Run, Precondition=Precondition, RET=RET,
+        RETURN_ZERO=RETURN_ZERO,
+    )  # fmt: skip

@@ -1,0 +1,410 @@
+"""Hidden tests of anti-tamper: fresh secrets, challenges and patch offsets every run (drawn from
+the run seed), attacks on the built binary, and oracles the program cannot reach (the tests
+compute every expected answer themselves with Python's hmac)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import sliding_window_view
+
+from harness.testing import random_for
+
+PIECE = 6  # a run of 6 secret bytes never occurs by chance in a program of this size
+
+
+def right_answer_in(run: Any, want: str) -> bool:
+    return want in run.stdout
+
+
+def code_offsets(program: Any, rnd: Any, count: int) -> list[int]:
+    ranges = program.elf.code_ranges()
+    total = sum(hi - lo for lo, hi in ranges)
+    out = []
+    for pick in rnd.sample(range(total), count):
+        for lo, hi in ranges:
+            if pick < hi - lo:
+                out.append(lo + pick)
+                break
+            pick -= hi - lo
+    return out
+
+
+def never_run_offsets(program: Any) -> list[tuple[str, int, int]]:
+    """(what, start, end) file ranges of code the program never executes: the given
+    kata_unused_diagnostics, and the padding between functions of .text."""
+    fns = program.functions()
+    text = program.elf.section(".text")
+    spans = sorted((f.offset, f.offset + f.size) for f in fns.values())
+    out = [("kata_unused_diagnostics", fns["kata_unused_diagnostics"].offset,
+            fns["kata_unused_diagnostics"].offset + fns["kata_unused_diagnostics"].size)]  # fmt: skip
+    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+        if text.offset <= end and start <= text.offset + text.size and start - end >= 2:
+            out.append(("padding between two functions", end, start))
+    return out
+
+
+# --------------------------------------------------------------------------- integrity
+@pytest.mark.kata_gate("the program printed the right HMAC after one byte of its code was changed")
+def test_integrity_random_bytes_of_code(program: Any, tools: Any, challenge: bytes) -> None:
+    want = program.baseline(0, challenge, "guard_integrity")
+    rnd = random_for("integrity offsets")
+    for off in code_offsets(program, rnd, 6):
+        mask = rnd.randint(1, 255)
+        run = program.ask(0, challenge, exe=program.patched({off: mask}), timeout=10)
+        run.todo("guard_integrity")
+        assert not right_answer_in(run, want), (
+            f"guard_integrity: byte {off:#x} of the code segment XOR {mask:#04x}, and the program "
+            f"still printed the right HMAC: {run.describe()}"
+        )
+
+
+@pytest.mark.kata_gate("the program answered after a byte of code it never runs was changed")
+def test_integrity_bytes_never_run(program: Any, tools: Any, challenge: bytes) -> None:
+    program.baseline(1, challenge, "guard_integrity")
+    rnd = random_for("never-run offsets")
+    places = never_run_offsets(program)
+    picks = [places[0], *rnd.sample(places[1:], min(2, len(places) - 1))]
+    for what, lo, hi in picks:
+        off, mask = rnd.randrange(lo, hi), rnd.randint(1, 255)
+        run = program.ask(1, challenge, exe=program.patched({off: mask}))
+        run.todo("guard_integrity")
+        assert tools.refused(run, "integrity"), (
+            f"guard_integrity: byte {off:#x} ({what}, never executed) XOR {mask:#04x}, and the "
+            f"program did not refuse naming the integrity check: {run.describe()}"
+        )
+
+
+@pytest.mark.kata_gate(
+    "the program printed the right HMAC with guard_integrity overwritten by `return GUARD_OK`"
+)
+def test_integrity_check_overwritten_with_return_ok(
+    program: Any, tools: Any, challenge: bytes
+) -> None:
+    want = program.baseline(2, challenge, "guard_integrity")
+    code = tools.RETURN_ZERO.get(program.elf.machine)
+    if code is None:
+        pytest.skip(f"no patch for machine {program.elf.machine}")
+    fn = program.functions()["guard_integrity"]
+    run = program.ask(2, challenge, exe=program.patched([(fn.offset, code)]), timeout=10)
+    run.todo("guard_integrity")
+    assert not right_answer_in(run, want), (
+        "guard_integrity's first bytes replaced by `return GUARD_OK` (digest left all zero), and "
+        f"the program still printed the right HMAC: the digest must be an input of guard_secret "
+        f"({run.describe()})"
+    )
+
+
+@pytest.mark.kata_gate(
+    "the program printed the right HMAC with its refusal routine patched to return at once"
+)
+def test_integrity_refusal_patched_out(program: Any, tools: Any, challenge: bytes) -> None:
+    want = program.baseline(0, challenge, "guard_integrity")
+    ret = tools.RET.get(program.elf.machine)
+    if ret is None:
+        pytest.skip(f"no patch for machine {program.elf.machine}")
+    fn = program.functions()["kata_refuse"]
+    run = program.ask(0, challenge, exe=program.patched([(fn.offset, ret)]), timeout=10)
+    run.todo("guard_integrity")
+    assert not right_answer_in(run, want), (
+        "main.c's kata_refuse replaced by `ret` (so the failed check's verdict is ignored), and "
+        f"the program still printed the right HMAC ({run.describe()})"
+    )
+
+
+@pytest.mark.kata_gate(
+    "the running program answered after a byte of its code changed in memory since the last request"
+)
+def test_integrity_code_changed_in_memory_between_requests(
+    program: Any, tools: Any, challenge: bytes
+) -> None:
+    want = program.baseline(1, challenge, "guard_integrity")
+    fn = program.functions()["kata_unused_diagnostics"]
+    off = fn.offset + random_for("poke").randrange(fn.size)
+    with program.serve() as server:
+        first = server.ask(f"1 {challenge.hex()}")
+        assert first == want, f"guard_integrity: first answer of --serve is wrong: {first!r}"
+        if not server.poke(program.path, off, 0x20):
+            pytest.skip("this grader may not write into another process (no CAP_SYS_PTRACE)")
+        second = server.ask(f"1 {challenge.hex()}")
+        run = server.finish()
+    run.todo("guard_integrity")
+    assert second is None and run.returncode != 0, (
+        f"guard_integrity: after byte {off:#x} of kata_unused_diagnostics changed in the running "
+        f"program's memory, the next request got {second!r}: hash the code as mapped, at every "
+        f"call ({run.describe()})"
+    )
+    assert "integrity" in run.stderr, f"the refusal does not name integrity: {run.describe()}"
+
+
+def test_integrity_unsealed_program_refuses(program: Any, tools: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge, "guard_integrity")
+    sec = program.elf.section(".kata_seal")
+    exe = program.patched([(sec.offset, b"unsealed: run tamper.py seal it")])
+    run = program.ask(0, challenge, exe=exe)
+    run.todo("guard_integrity")
+    assert tools.refused(run, "integrity"), (
+        f"guard_integrity: a program whose .kata_seal holds the placeholder did not refuse: "
+        f"{run.describe()}"
+    )
+
+
+def test_integrity_many_requests_all_answered(program: Any, kata_random: Any) -> None:
+    with program.serve() as server:
+        for _ in range(12):
+            i = kata_random.randrange(len(program.secrets))
+            c = kata_random.randbytes(kata_random.randint(1, 64))
+            got = server.ask(f"{i} {c.hex()}")
+            if got is None:
+                break
+            assert got == program.answer(i, c), (
+                f"guard_integrity/guard_secret: --serve answered {got!r} for secret {i}, "
+                f"challenge {c.hex()}"
+            )
+        run = server.finish()
+    run.todo("guard_integrity", "guard_secret")
+    run.must_not_crash()
+    assert got is not None and run.returncode == 0, f"a request went unanswered: {run.describe()}"
+
+
+# --------------------------------------------------------------------------- tracer
+@pytest.mark.kata_gate("the program refused to answer with no tracer attached")
+def test_tracer_no_false_positive(program: Any, kata_random: Any) -> None:
+    for i in range(len(program.secrets)):
+        c = kata_random.randbytes(16)
+        run = program.ask(i, c)
+        run.todo("guard_tracer")
+        run.must_not_crash()
+        if run.returncode == 99:  # guard_secret is a stub: the checks passed
+            run.todo("guard_secret")
+        assert run.returncode == 0, f"guard_tracer: refused with no tracer: {run.describe()}"
+
+
+@pytest.mark.kata_gate("the program answered under gdb")
+def test_tracer_under_gdb(program: Any, tools: Any, challenge: bytes) -> None:
+    run = tools.gdb_run(program, "2", challenge.hex())
+    run.todo("guard_tracer")
+    status = tools.gdb_exit_status(run)
+    assert program.answer(2, challenge) not in run.stdout and status not in (0, None), (
+        f"guard_tracer: under `gdb -batch -ex run` the program answered (exit status {status}): "
+        f"{run.describe()}"
+    )
+    assert "tracer" in run.stdout + run.stderr, (
+        f"the refusal does not name tracer: {run.describe()}"
+    )
+
+
+@pytest.mark.kata_gate("the program answered under strace -f")
+def test_tracer_under_strace(program: Any, tools: Any, challenge: bytes) -> None:
+    strace = tools.need_tool("strace")
+    run = program.ask(0, challenge, wrapper=[strace, "-f", "-qq", "-o", "/dev/null"])
+    run.todo("guard_tracer")
+    assert tools.refused(run, "tracer"), f"guard_tracer: under strace -f: {run.describe()}"
+
+
+@pytest.mark.kata_gate(
+    "the program answered as the tracee of a tracer that is neither gdb nor strace"
+)
+def test_tracer_under_a_plain_ptrace_tracer(program: Any, tools: Any, challenge: bytes) -> None:
+    run = tools.ptrace_run(program, "1", challenge.hex())
+    run.todo("guard_tracer")
+    assert tools.refused(run, "tracer"), (
+        f"guard_tracer: traced by the test process itself (PTRACE_TRACEME, a python tracer): "
+        f"{run.describe()}"
+    )
+
+
+@pytest.mark.kata_gate("the program answered after a tracer attached between two requests")
+def test_tracer_attached_between_requests(program: Any, tools: Any, challenge: bytes) -> None:
+    want = program.baseline(0, challenge, "guard_tracer")
+    with program.serve() as server:
+        first = server.ask(f"0 {challenge.hex()}")
+        assert first == want, f"guard_tracer: first answer of --serve is wrong: {first!r}"
+        if not server.seize():
+            pytest.skip("this grader may not ptrace another process (no CAP_SYS_PTRACE)")
+        second = server.ask(f"0 {challenge.hex()}")
+        server.proc.kill()
+        run = server.finish()
+    run.todo("guard_tracer")
+    assert second is None, (
+        f"guard_tracer: a tracer attached (PTRACE_SEIZE) after the first answer, and the next "
+        f"request got {second!r}: read TracerPid at every call ({run.describe()})"
+    )
+    assert "tracer" in run.stderr, f"the refusal does not name tracer: {run.describe()}"
+
+
+# --------------------------------------------------------------------------- strings
+def test_strings_every_secret_fresh_challenges(program: Any, kata_random: Any) -> None:
+    with program.serve() as server:
+        for i in range(len(program.secrets)):
+            for _ in range(3):
+                c = kata_random.randbytes(kata_random.randint(1, 100))
+                got = server.ask(f"{i} {c.hex()}")
+                if got is None:
+                    break
+                assert got == program.answer(i, c), (
+                    f"guard_secret({i}): the HMAC of challenge {c.hex()} is {got!r}, expected "
+                    f"{program.answer(i, c)} (the secret decoded wrong)"
+                )
+        run = server.finish()
+    run.todo("guard_secret")
+    run.must_not_crash()
+    assert run.returncode == 0, f"guard_secret: --serve ended early: {run.describe()}"
+
+
+def test_strings_index_out_of_range(program: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    for i in (len(program.secrets), len(program.secrets) + 7, -1):
+        run = program.ask(i, challenge)
+        run.must_not_crash()
+        assert run.returncode == 2 and run.stdout == "", (
+            f"guard_secret({i}) must return -1 for an index out of range: {run.describe()}"
+        )
+
+
+@pytest.mark.kata_gate("`strings -a -n 4` on the program shows a secret")
+def test_strings_strings_tool(program: Any, tools: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    strings = tools.need_tool("strings")
+    out = subprocess.run(
+        [strings, "-a", "-n", "4", str(program.path)], capture_output=True, timeout=60, check=True
+    ).stdout
+    for i, s in enumerate(program.secrets):
+        assert s not in out, f"guard_secret: `strings -a -n 4` shows secret {i} ({s.decode()})"
+
+
+def encodings(secret: bytes) -> dict[str, bytes]:
+    return {
+        "ASCII": secret,
+        "UTF-16LE": secret.decode().encode("utf-16-le"),
+        "UTF-16BE": secret.decode().encode("utf-16-be"),
+        "reversed": secret[::-1],
+    }
+
+
+@pytest.mark.kata_gate(
+    "a piece of a secret is in the program file as plain, UTF-16 or reversed text"
+)
+def test_strings_no_plain_piece(program: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    for i, s in enumerate(program.secrets):
+        for name, enc in encodings(s).items():
+            step = 2 if name.startswith("UTF") else 1
+            for j in range(0, len(enc) - PIECE * step + 1, step):
+                piece = enc[j : j + PIECE * step]
+                assert piece not in program.data, (
+                    f"guard_secret: {PIECE} characters of secret {i} ({s.decode()}) are in the "
+                    f"program file as {name} text at byte {program.data.find(piece):#x}"
+                )
+
+
+def masked_hits(data: bytes, secret: bytes) -> list[str]:
+    """Where secret lies in data under a byte mask a known-plaintext scan recovers: XOR or
+    subtraction with a mask of period 1..8, or with a mask that steps by a constant."""
+    b = np.frombuffer(data, np.uint8)
+    s = np.frombuffer(secret, np.uint8)
+    if len(b) < len(s):
+        return []
+    win = sliding_window_view(b, len(s))
+    hits = []
+    for name, d in (("XOR", win ^ s), ("subtraction", win - s)):
+        step = d[:, 1:] - d[:, :-1]
+        found = (step == step[:, :1]).all(axis=1)
+        for p in range(1, 9):
+            found |= (d[:, p:] == d[:, :-p]).all(axis=1)
+        for at in np.flatnonzero(found)[:3]:
+            hits.append(f"{name} mask {bytes(d[at][:8]).hex()}... at byte {int(at):#x}")
+    return hits
+
+
+@pytest.mark.kata_gate(
+    "a secret is in the program file under a repeating (period <= 8) or constant-step byte mask"
+)
+def test_strings_no_simple_mask(program: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    for i, s in enumerate(program.secrets):
+        hits = masked_hits(program.data, s)
+        assert not hits, f"guard_secret: secret {i} ({s.decode()}) is recoverable: {hits}"
+
+
+# --------------------------------------------------------------------------- failsafe
+def exact_refusal(run: Any, check: str) -> None:
+    run.todo("guard_fail")
+    assert run.returncode == 3, (
+        f"guard_fail: exit status {run.returncode}, expected 3: {run.describe()}"
+    )
+    assert run.stdout == "", f"guard_fail: the refusing program wrote to stdout: {run.describe()}"
+    lines = [s for s in run.stderr.splitlines() if not s.startswith("KATA_TODO")]
+    assert not any("atexit" in s for s in lines), (
+        f"guard_fail: atexit handlers ran (exit() instead of _exit()): {run.describe()}"
+    )
+    assert len(lines) == 1 and check in lines[0], (
+        f"guard_fail: expected one line on stderr naming the {check} check, got {lines}"
+    )
+
+
+@pytest.mark.kata_gate("a detected tampering did not end with status 3, one line and empty stdout")
+def test_failsafe_integrity_refusal_exact(program: Any, challenge: bytes, kata_random: Any) -> None:
+    program.baseline(0, challenge, "guard_integrity", "guard_fail")
+    fn = program.functions()["kata_unused_diagnostics"]
+    exe = program.patched({fn.offset + kata_random.randrange(fn.size): kata_random.randint(1, 255)})
+    run = program.ask(0, challenge, exe=exe)
+    run.todo("guard_integrity")
+    exact_refusal(run, "integrity")
+
+
+def test_failsafe_tracer_refusal_exact(program: Any, tools: Any, challenge: bytes) -> None:
+    run = tools.ptrace_run(program, "0", challenge.hex())
+    run.todo("guard_tracer")
+    exact_refusal(run, "tracer")
+
+
+@pytest.mark.kata_gate("the running program is dumpable or may write a core file")
+def test_failsafe_not_dumpable_no_core(program: Any, challenge: bytes) -> None:
+    with program.serve() as server:
+        answer = server.ask(f"0 {challenge.hex()}")
+        probe = server.ask("probe")
+        try:
+            limits = Path(f"/proc/{server.pid}/limits").read_text()
+        except OSError:
+            limits = ""
+        run = server.finish()
+    run.todo("guard_harden")
+    run.todo("guard_secret")
+    assert answer == program.answer(0, challenge), f"wrong answer {answer!r}: {run.describe()}"
+    assert probe == "dumpable=0 core=0", f"guard_harden: the running program says {probe!r}"
+    core = [s for s in limits.splitlines() if s.startswith("Max core file size")]
+    assert not core or core[0].split()[4] == "0", f"guard_harden: /proc/PID/limits says {core}"
+
+
+@pytest.mark.kata_gate("a decoded secret was still in the program's memory after its answer")
+def test_failsafe_secrets_wiped_after_use(program: Any, kata_random: Any) -> None:
+    with program.serve() as server:
+        seal = bytes(
+            b ^ 0xA5 for b in program.elf.data[program.elf.section(".kata_seal").offset :][:32]
+        )
+        sanity = server.ask("scan " + seal.hex())
+        found = {}
+        for i in range(len(program.secrets)):
+            c = kata_random.randbytes(24)
+            got = server.ask(f"{i} {c.hex()}")
+            if got is None:
+                break
+            assert got == program.answer(i, c), f"guard_secret({i}): wrong answer {got!r}"
+            for k, s in enumerate(program.secrets):
+                found[(i, k)] = server.ask("scan " + bytes(b ^ 0xA5 for b in s).hex())
+        run = server.finish()
+    run.todo("guard_secret")
+    run.must_not_crash()
+    assert sanity not in (None, "found 0", "found -1"), (
+        f"main.c's scan does not work here: {sanity}"
+    )
+    left = {k: v for k, v in found.items() if v != "found 0"}
+    assert len(found) == len(program.secrets) ** 2 and not left, (
+        f"guard_secret: after answering secret i, the program's readable memory still holds "
+        f"secret k ((i, k): scan result): {left or found} ({run.describe()})"
+    )
