@@ -1,0 +1,14 @@
+"""Fixtures of the gpu-fundamentals tests, public and hidden: each defined once, here
+(docs/kata-layout.md). Tests never import kata code: they ask the `kata` fixture for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def answers(kata: Any) -> Any:
+    """answers.py (yours): one function per question."""
+    return kata.module("answers")

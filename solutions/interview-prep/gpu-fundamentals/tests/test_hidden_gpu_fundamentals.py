@@ -1,0 +1,147 @@
+"""Hidden tests of gpu-fundamentals: one per question. A wrong answer's message names the
+question and what kind of answer it is not (an option it does not offer, a wrong order, a number
+outside the tolerance) without giving the answer away; a right one is explained."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def options_only(name: str, got: Any, options: tuple[str, ...]) -> None:
+    """An answer made of the module's option strings, each once."""
+    unknown = [x for x in got if x not in options]
+    assert not unknown, f"{name}: {unknown} are not among the question's options {options}"
+    assert len(set(got)) == len(list(got)), f"{name}: an option appears twice in {got}"
+
+
+def ordered(name: str, got: Any, options: tuple[str, ...], want: list[str]) -> None:
+    assert isinstance(got, list), f"{name}: return a list of the options, got {type(got).__name__}"
+    options_only(name, got, options)
+    assert len(got) == len(options), (
+        f"{name}: order all {len(options)} options, got {len(got)} of them"
+    )
+    right = sum(a == b for a, b in zip(got, want, strict=False))
+    assert got == want, f"{name}: not the right order ({right} of {len(want)} in their place)"
+
+
+# ------------------------------------------------------------------------------ architecture
+def test_architecture_bandwidth_order(answers: Any, kata_explain: Any) -> None:
+    want = [
+        "register files (all SMs)",
+        "shared memory (all SMs)",
+        "L2 cache",
+        "HBM3",
+        "NVLink 4 (all links)",
+        "PCIe Gen5 x16",
+        "InfiniBand NDR port",
+    ]
+    ordered("bandwidth_order", answers.bandwidth_order(), answers.BANDWIDTH_OPTIONS, want)
+    kata_explain(
+        "Each level down is roughly an order of magnitude: the register files feed every FMA "
+        "(hundreds of TB/s across 132 SMs), shared memory/L1 ~30 TB/s aggregate, L2 ~10 TB/s, "
+        "HBM3 3.35 TB/s, NVLink 4 450 GB/s per direction (18 links), PCIe Gen5 x16 64 GB/s per "
+        "direction, one InfiniBand NDR port 400 Gb/s = 50 GB/s. Every kernel optimisation moves "
+        "traffic up this list; every distributed-training trick hides the bottom of it."
+    )
+
+
+def test_architecture_ridge_point(answers: Any, kata_explain: Any) -> None:
+    got = answers.ridge_point()
+    assert isinstance(got, int | float), f"ridge_point: return a number, got {got!r}"
+    assert got == pytest.approx(295.2, rel=0.02), (
+        f"ridge_point: {got!r} FLOP/byte is not the ridge point of the numbers in the question"
+    )
+    kata_explain(
+        "989e12 FLOP/s / 3.35e12 B/s = 295 FLOP per byte: a kernel needs ~295 FLOPs for every "
+        "byte it moves from HBM to be compute-bound. A bf16 GEMV (decode at batch 1) does ~1 "
+        "FLOP/byte, so it runs at ~0.3 % of peak FLOPs: decode is memory-bound until the batch "
+        "is in the hundreds."
+    )
+
+
+def test_architecture_per_sm_units(answers: Any, kata_explain: Any) -> None:
+    got = answers.per_sm_units()
+    assert isinstance(got, set | frozenset), f"per_sm_units: return a set, got {got!r}"
+    options_only("per_sm_units", got, answers.PER_SM_OPTIONS)
+    want = {"register file", "warp schedulers", "tensor cores", "L1 / shared memory"}
+    assert got == want, f"per_sm_units: not the right set ({len(got & want)} of yours are right)"
+    kata_explain(
+        "Each SM has a 256 KB register file, 4 warp schedulers (one per sub-partition), 4 "
+        "tensor cores and a 256 KB L1/shared memory. The L2 (50 MB on H100), the HBM memory "
+        "controllers, the copy engines that run cudaMemcpyAsync and the GigaThread engine that "
+        "hands blocks to SMs are shared by the whole chip."
+    )
+
+
+def test_architecture_divergence_issue_slots(answers: Any, kata_explain: Any) -> None:
+    got = answers.divergence_issue_slots()
+    assert type(got) is int, f"divergence_issue_slots: return an int, got {got!r}"
+    assert got == 20, f"divergence_issue_slots: {got} is not the number of issue slots"
+    kata_explain(
+        "Both sides of the branch run, one after the other, with the other half of the lanes "
+        "masked off: 10 + 6, then 4 together = 20, not 14. Independent thread scheduling "
+        "(Volta+) lets the paths interleave but not run at once: divergence within a warp always "
+        "costs the sum of the paths."
+    )
+
+
+# ------------------------------------------------------------------------------ cuda
+def test_cuda_blocks_per_sm(answers: Any, kata_explain: Any) -> None:
+    got = answers.blocks_per_sm()
+    assert type(got) is int, f"blocks_per_sm: return an int, got {got!r}"
+    assert got == 3, f"blocks_per_sm: {got} blocks is not what the tightest limit allows"
+    kata_explain(
+        "Registers: 72 x 32 = 2304 per warp (a multiple of 256 already), 8 warps = 18,432 per "
+        "block, 65,536 / 18,432 = 3. Threads allow 8, blocks 32, shared memory 228 / (40 + 1) = 5. "
+        "The tightest limit wins: 3 blocks = 24 warps = 37.5 % occupancy. Cutting to 64 "
+        "registers (__launch_bounds__ or -maxrregcount) gives 4."
+    )
+
+
+def test_cuda_sectors_per_request(answers: Any, kata_explain: Any) -> None:
+    got = answers.sectors_per_request()
+    assert isinstance(got, list) and len(got) == 4, (
+        f"sectors_per_request: return four counts (stride 1, 2, 8, 32), got {got!r}"
+    )
+    right = sum(a == b for a, b in zip(got, [4, 8, 32, 32], strict=False))
+    assert got == [4, 8, 32, 32], f"sectors_per_request: {right} of the 4 counts are right"
+    kata_explain(
+        "Stride 1: 32 x 4 = 128 contiguous bytes = 4 sectors (fully coalesced). Stride 2: the "
+        "warp spans 256 bytes = 8 sectors, half of each wasted. Stride 8 (32 bytes apart) and "
+        "beyond: every thread touches its own sector, 32 sectors for 128 useful bytes — 8x the "
+        "traffic. This is why structure-of-arrays beats array-of-structures on GPUs."
+    )
+
+
+def test_cuda_bank_conflict_ways(answers: Any, kata_explain: Any) -> None:
+    got = answers.bank_conflict_ways()
+    assert isinstance(got, list) and len(got) == 4, (
+        f"bank_conflict_ways: return four counts (W = 32, 33, 64, 16), got {got!r}"
+    )
+    right = sum(a == b for a, b in zip(got, [32, 1, 32, 16], strict=False))
+    assert got == [32, 1, 32, 16], f"bank_conflict_ways: {right} of the 4 are right"
+    kata_explain(
+        "t[lane][0] is word lane x W; its bank is (lane x W) mod 32. W = 32 or 64: every lane "
+        "in bank 0, 32-way. W = 33: banks 0..31, conflict-free (the padding trick of the tiled "
+        "transpose). W = 16: banks 0 and 16 only, 16 lanes each: 16-way."
+    )
+
+
+def test_cuda_nvcc_order(answers: Any, kata_explain: Any) -> None:
+    want = [
+        "C preprocessor",
+        "cudafe++: splits host and device code",
+        "cicc: NVVM IR to PTX",
+        "ptxas: PTX to SASS",
+        "fatbinary: packs SASS and PTX",
+        "host compiler (gcc) builds the host code",
+    ]
+    ordered("nvcc_order", answers.nvcc_order(), answers.NVCC_OPTIONS, want)
+    kata_explain(
+        "nvcc -dryrun shows it: cpp, cudafe++ (splits the .cu into a device part and a host "
+        ".cudafe1.cpp), cicc (the LLVM-based front end, NVVM IR to PTX), ptxas (PTX to SASS for "
+        "each -arch), fatbinary (SASS + PTX into one blob), then the host compiler builds the "
+        "host code, which embeds that fatbinary and registers its kernels at start-up."
+    )
