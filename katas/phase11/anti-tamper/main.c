@@ -7,19 +7,28 @@
  *                               RLIMIT_CORE soft limit, read with raw system calls);
  *                               "scan HEX": "found N", the number of places in this process's
  *                               readable memory that hold the bytes HEX names (XOR 0xA5 each,
- *                               so the needle itself is never in memory)
+ *                               so the needle itself is never in memory);
+ *                               "poke OFFSET MASK": XOR the byte of the running program's code
+ *                               that file offset OFFSET (hex) maps to with MASK (hex), through
+ *                               /proc/self/mem, as a debugger plants a breakpoint: "poked";
+ *                               "attach": a child process of the program attaches to it as its
+ *                               tracer (PTRACE_SEIZE) and stays attached: "attached"
  *
  * Exit status: 0 answered; 2 bad usage; 3 (GUARD_EXIT_TAMPERED) tampering detected;
  * 99 a stub was reached ("KATA_TODO <function>" on stderr).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <link.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guard.h"
@@ -206,6 +215,76 @@ static void scan(const char *hex) {
     fflush(stdout);
 }
 
+struct poke_at {
+    unsigned long offset;
+    unsigned long address;
+};
+
+static int find_offset(struct dl_phdr_info *info, size_t size, void *data) {
+    struct poke_at *at = data;
+    (void)size;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_offset <= at->offset &&
+            at->offset < ph->p_offset + ph->p_filesz)
+            at->address = info->dlpi_addr + ph->p_vaddr + (at->offset - ph->p_offset);
+    }
+    return 1;
+}
+
+/* Change one byte of this process's code as a debugger would: through /proc/self/mem, which
+ * writes past the page protection (a process may always write its own memory there). */
+static void poke(const char *args) {
+    struct poke_at at = {0, 0};
+    unsigned mask = 0;
+    unsigned char byte;
+    int ok = 0;
+    if (sscanf(args, "%lx %x", &at.offset, &mask) == 2) dl_iterate_phdr(find_offset, &at);
+    int fd = at.address ? (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR, 0) : -1;
+    if (fd >= 0) {
+        if (raw4(SYS_pread64, fd, (long)&byte, 1, (long)at.address) == 1) {
+            byte ^= (unsigned char)mask;
+            ok = raw4(SYS_pwrite64, fd, (long)&byte, 1, (long)at.address) == 1;
+        }
+        raw3(SYS_close, fd, 0, 0);
+    }
+    printf(ok ? "poked\n" : "poke failed\n");
+    fflush(stdout);
+}
+
+/* A tracer attaches between two requests, as `gdb -p PID` would. The program makes itself
+ * dumpable for that moment (a debugger with CAP_SYS_PTRACE needs no such help), then restores
+ * what guard_harden set. The child traces until the program ends, and dies with it. */
+static void attach(void) {
+    int fds[2];
+    char c = 'n';
+    long was = raw3(SYS_prctl, PR_GET_DUMPABLE, 0, 0);
+    pid_t parent = getpid();
+    if (pipe(fds) != 0) goto out;
+    raw3(SYS_prctl, PR_SET_DUMPABLE, 1, 0);
+    pid_t child = fork();
+    if (child == 0) {
+        close(fds[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        c = ptrace(PTRACE_SEIZE, parent, 0, 0) == 0 ? 'y' : 'n';
+        if (write(fds[1], &c, 1) != 1 || c != 'y') _exit(1);
+        for (;;) {
+            int st;
+            if (waitpid(parent, &st, __WALL) != parent || WIFEXITED(st) || WIFSIGNALED(st))
+                _exit(0);
+            int sig = WIFSTOPPED(st) && WSTOPSIG(st) != SIGTRAP && !(st >> 16) ? WSTOPSIG(st) : 0;
+            ptrace(PTRACE_CONT, parent, 0, (void *)(long)sig);
+        }
+    }
+    close(fds[1]);
+    if (child < 0 || read(fds[0], &c, 1) != 1) c = 'n';
+    close(fds[0]);
+out:
+    raw3(SYS_prctl, PR_SET_DUMPABLE, was, 0);
+    printf(c == 'y' ? "attached\n" : "attach failed\n");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv) {
     atexit(after_refusal);
     int r = guard_harden();
@@ -222,6 +301,10 @@ int main(int argc, char **argv) {
             probe();
         } else if (sscanf(line, "scan %140s", b) == 1) {
             scan(b);
+        } else if (strncmp(line, "poke ", 5) == 0) {
+            poke(line + 5);
+        } else if (strncmp(line, "attach", 6) == 0) {
+            attach();
         } else if (sscanf(line, "%31s %520s", a, b) == 2) {
             if (request(a, b) != 0) return 2;
         } else {

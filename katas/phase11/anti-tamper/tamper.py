@@ -109,8 +109,9 @@ class Elf:
                 return s.offset + vaddr - s.vaddr
         raise KeyError(f"address {vaddr:#x} is in no loaded segment")
 
-    def functions(self) -> dict[str, Symbol]:
-        """Function symbols with a size (from .symtab), by name, at their file offsets."""
+    def functions(self, sized: bool = True) -> dict[str, Symbol]:
+        """Function symbols (from .symtab) by name, at their file offsets: those with a size, or
+        with `sized=False` every one (crt's frame_dummy and friends have size 0)."""
         out: dict[str, Symbol] = {}
         for sec in self.sections:
             if sec.type != SHT_SYMTAB or not sec.entsize:
@@ -120,7 +121,7 @@ class Elf:
                 name, info, _other, _shndx, value, size = struct.unpack_from(
                     "<IBBHQQ", self.data, sec.offset + i * sec.entsize
                 )
-                if info & 0xF == STT_FUNC and size and value:
+                if info & 0xF == STT_FUNC and (size or not sized) and value:
                     n = self._str(strtab.offset + name)
                     try:
                         out[n] = Symbol(n, self.file_offset(value), size)
