@@ -6,8 +6,9 @@
 
 The key comes from ``KATA_HIDDEN_KEY`` / ``KATA_HIDDEN_KEY_FILE``, ``--key-file``, or is made
 afresh with ``--new-key PATH`` (written there, never overwritten; keep it out of the tree). The
-learner tree is scanned for leaks (:mod:`.check`) before anything is committed; ``--check``
-scans an existing tree (default: the last build) and only reports.
+learner tree is scanned for leaks before anything is committed: lines of reference code or
+hidden tests (:mod:`.check`) and private keys (:mod:`.private_keys`: a vendor's signing key must
+never ship); ``--check`` scans an existing tree (default: the last build) and only reports.
 
 Exit codes: 0 published (or no leak); 1 a leak was found; 2 usage or input error.
 """
@@ -23,6 +24,7 @@ from ..layout import find_root
 from ..manifest import ManifestError
 from .check import scan, secrets
 from .git import GitError, commit_tree
+from .private_keys import find_private_keys
 from .trees import PublishError, build, select_katas
 
 EXIT_OK, EXIT_LEAK, EXIT_USAGE = 0, 1, 2
@@ -60,9 +62,12 @@ def _key(args: argparse.Namespace, out: Path) -> Key:
 
 
 def _report_leaks(leaks: list, tree: Path) -> int:
+    keys = find_private_keys(tree)
+    for key in keys:
+        print(f"check: a private key in {tree}: {key}", file=sys.stderr)
     if not leaks:
         print(f"check: no line of reference code or hidden test in {tree}")
-        return EXIT_OK
+        return EXIT_LEAK if keys else EXIT_OK
     print(f"check: {len(leaks)} line(s) of solutions/ in {tree}:", file=sys.stderr)
     for leak in leaks[:50]:
         print(f"  {leak}", file=sys.stderr)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.publish.check import normalise, trivial
+from harness.publish.private_keys import private_key_in
 
 from .conftest import KataRepo
 from .test_hidden import HIDDEN, KEY_HEX, MARKER, add_kata, records, run
@@ -109,6 +110,66 @@ def test_check_finds_a_leaked_line(repo: KataRepo, tmp_path: Path) -> None:
     line = 1 + [x.strip() for x in HIDDEN.splitlines()].index(leaked)
     assert f"katas/phase01/demo/README.md:5: repeats {hidden}:{line}" in proc.stderr
     assert f"notes.py:2: repeats {hidden}:12" in proc.stderr
+
+
+def _ed25519_forms() -> dict[str, bytes]:
+    """One fresh Ed25519 key (made here: none is stored in the tree) in the forms it takes on disk."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization as s
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key, none = Ed25519PrivateKey.generate(), s.NoEncryption()
+    der = key.private_bytes(s.Encoding.DER, s.PrivateFormat.PKCS8, none)
+    raw = key.private_bytes(s.Encoding.Raw, s.PrivateFormat.Raw, none)
+    return {
+        "vendor.pem": key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, none),
+        "id_ed25519": key.private_bytes(s.Encoding.PEM, s.PrivateFormat.OpenSSH, none),
+        "locked.pem": key.private_bytes(
+            s.Encoding.PEM, s.PrivateFormat.PKCS8, s.BestAvailableEncryption(b"pw")
+        ),
+        "vendor.der": der,
+        "keys.py": b'VENDOR = "' + base64.b64encode(der) + b'"\n',
+        "keys_hex.py": b'VENDOR = "' + der.hex().encode() + b'"\n',
+        "signing.seed": raw,
+        "private_hex.txt": raw.hex().encode() + b"\n",
+        "make.py": b"k = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(SEED))\n",
+    }
+
+
+def test_private_key_forms_are_found() -> None:
+    """Every on-disk form of an Ed25519 private key is found; its public half is not a key leak."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    for name, data in _ed25519_forms().items():
+        assert private_key_in(name, data) is not None, f"{name} holds a private key"
+    public = Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+    assert private_key_in("vendor.pub", public) is None, "a raw public key ships on purpose"
+    assert private_key_in("public_signing.key", public.hex().encode()) is None, "named public"
+    assert private_key_in("notes.md", b"-----BEGIN PRIVATE KEY-----\n(a PEM file)\n") is None, (
+        "a README may name the PEM header without a key under it"
+    )
+
+
+def test_check_finds_a_private_key(repo: KataRepo, tmp_path: Path) -> None:
+    """A private key in the learner tree fails publish, with the file named (phase 11's
+    licensing kata: the vendor's signing key must never ship with the verifier)."""
+    add_kata(repo)
+    out = tmp_path / "out"
+    assert kata_cli(repo.root, "publish", "--out", str(out)).returncode == 0
+    forms = _ed25519_forms()
+    kata = out / "learner" / "katas/phase01/demo"
+    for name, data in forms.items():
+        (kata / name).write_bytes(data)
+    proc = kata_cli(repo.root, "publish", "--out", str(out), "--check")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for name in forms:
+        assert f"katas/phase01/demo/{name}: " in proc.stderr, f"{name} named: {proc.stderr}"
+    # In the instructor's kata it never reaches a commit.
+    repo.write("katas/phase01/demo/vendor.pem", forms["vendor.pem"].decode())
+    proc = kata_cli(repo.root, "publish", "--out", str(out), "--repo", str(tmp_path / "c.git"))
+    assert proc.returncode == 1 and "not committed: fix the leaks first" in proc.stderr
+    assert "katas/phase01/demo/vendor.pem: a PEM private key" in proc.stderr, proc.stderr
 
 
 def test_lines_of_shipped_files_are_not_leaks(repo: KataRepo, tmp_path: Path) -> None:
