@@ -171,11 +171,19 @@ class Program:
         return self.run(str(index), challenge.hex(), **kw)
 
     @contextlib.contextmanager
-    def serve(self, exe: Path | None = None) -> Iterator[Server]:
-        """The program in --serve mode: server.ask(line) -> its answer line."""
+    def serve(self, exe: Path | None = None, nofile: int = 0) -> Iterator[Server]:
+        """The program in --serve mode: server.ask(line) -> its answer line; with `nofile`, at
+        most that many open files (RLIMIT_NOFILE)."""
+
+        def limit() -> None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         p = subprocess.Popen(
             [str(exe or self.path), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=child_env(), bufsize=0,
+            preexec_fn=limit if nofile else None,
         )  # fmt: skip
         server = Server(p)
         try:

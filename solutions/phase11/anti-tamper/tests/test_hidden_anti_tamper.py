@@ -176,7 +176,7 @@ def test_integrity_many_requests_all_answered(program: Any, kata_random: Any) ->
 
 # --------------------------------------------------------------------------- tracer
 @pytest.mark.kata_gate("the program refused to answer with no tracer attached")
-def test_tracer_no_false_positive(program: Any, kata_random: Any) -> None:
+def test_tracer_no_false_positive(program: Any, tools: Any, kata_random: Any) -> None:
     for i in range(len(program.secrets)):
         c = kata_random.randbytes(16)
         run = program.ask(i, c)
@@ -185,6 +185,16 @@ def test_tracer_no_false_positive(program: Any, kata_random: Any) -> None:
         if run.returncode == 99:  # guard_secret is a stub: the checks passed
             run.todo("guard_secret")
         assert run.returncode == 0, f"guard_tracer: refused with no tracer: {run.describe()}"
+    # a long run with few file descriptors: a check that leaks one per call ends up refusing
+    with program.serve(nofile=24) as server:
+        for k in range(48):
+            got = server.ask(f"0 {c.hex()}")
+            assert got == program.answer(0, c), (
+                f"guard_tracer: request {k + 1} of a --serve run limited to 24 open files got "
+                f"{got!r} (does a check leave a file open?)"
+            )
+        run = server.finish()
+    run.todo("guard_tracer")
 
 
 @pytest.mark.kata_gate("the program answered under gdb")
@@ -257,6 +267,7 @@ def test_strings_every_secret_fresh_challenges(program: Any, kata_random: Any) -
     assert run.returncode == 0, f"guard_secret: --serve ended early: {run.describe()}"
 
 
+@pytest.mark.kata_gate("guard_secret returned bytes for a secret index out of range")
 def test_strings_index_out_of_range(program: Any, challenge: bytes) -> None:
     program.baseline(0, challenge)
     for i in (len(program.secrets), len(program.secrets) + 7, -1):
@@ -346,6 +357,7 @@ def exact_refusal(run: Any, check: str) -> None:
     assert len(lines) == 1 and check in lines[0], (
         f"guard_fail: expected one line on stderr naming the {check} check, got {lines}"
     )
+    assert run.stderr.endswith("\n"), f"guard_fail: the line on stderr has no newline: {lines}"
 
 
 @pytest.mark.kata_gate("a detected tampering did not end with status 3, one line and empty stdout")
