@@ -1,0 +1,249 @@
+"""Fixtures of the failure-drills tests: your modules and the given fleet, a drill runner, the
+judge of a remediation run (what the runbook's rules expect on each node, from the injection's
+ground truth) and the runbook parser."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from harness import KataTodo
+
+# The runbooks: one "# Runbook: <kind>" per kind, these sections in this order.
+RUNBOOK_KINDS = (
+    "gpu-lost",
+    "ecc",
+    "row-remap-failure",
+    "thermal",
+    "nic-flap",
+    "disk-full",
+    "application-xid",
+)
+SECTIONS = ("Symptoms", "Impact", "Detection", "Mitigation", "Escalation", "Verification")
+CONTROL_CALLS = ("cordon", "drain", "reset_gpu", "reboot", "escalate", "uncordon")
+
+
+@pytest.fixture(scope="module")
+def fleet(kata: Any) -> Any:
+    """fleet.py (given): the simulated fleet, its telemetry, its control API, the scenarios."""
+    return kata.module("fleet")
+
+
+@pytest.fixture(scope="module")
+def detect(kata: Any) -> Any:
+    """detect.py (yours): task "detect"."""
+    return kata.module("detect")
+
+
+@pytest.fixture(scope="module")
+def remediate(kata: Any) -> Any:
+    """remediate.py (yours): task "remediate"."""
+    return kata.module("remediate")
+
+
+@pytest.fixture(scope="module")
+def runbooks(kata: Any) -> dict[str, dict[str, str]]:
+    """runbooks.md (yours), parsed: kind -> section -> text (task "runbooks")."""
+    text = kata.source("runbooks.md").read_text(encoding="utf-8")
+    if "<!-- not started" in text:
+        raise KataTodo("runbooks.md is the stub still")
+    return parse_runbooks(text)
+
+
+def parse_runbooks(text: str) -> dict[str, dict[str, str]]:
+    """kind -> {section title: its text} for every "# Runbook: <kind>" heading; the sections
+    are the "## " headings under it, in order (dict order)."""
+    books: dict[str, dict[str, str]] = {}
+    section: list[str] | None = None
+    fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        if not fence and (m := re.match(r"#\s+Runbook:\s*(\S+)\s*$", line)):
+            book: dict[str, str] = {}
+            books[m.group(1)] = book
+            section = None
+        elif not fence and (m := re.match(r"##\s+(.+?)\s*$", line)) and books:
+            book = list(books.values())[-1]
+            book[m.group(1)] = ""
+            section = [m.group(1)]
+        elif section is not None and books:
+            book = list(books.values())[-1]
+            book[section[0]] += line + "\n"
+    return books
+
+
+def xids_named(text: str) -> set[int]:
+    """The XIDs a text names ("XID 79", "Xid 48")."""
+    return {int(x) for x in re.findall(r"\bXID\s+(\d+)", text, flags=re.IGNORECASE)}
+
+
+def mitigation_steps(text: str) -> list[str]:
+    """The control calls of a Mitigation section: the first `call` code span of each item of
+    its numbered list that names one (an item without one is a manual step)."""
+    steps = []
+    for line in text.splitlines():
+        if re.match(r"\s*\d+[.)]\s", line):
+            calls = [
+                c for c in re.findall(r"`([a-z_]+)(?:\([^`]*\))?`", line) if c in CONTROL_CALLS
+            ]
+            if calls:
+                steps.append(calls[0])
+    return steps
+
+
+@pytest.fixture(scope="module")
+def drill(fleet: Any) -> Callable[..., Any]:
+    """drill(scenario, detector=None, remediator_class=None, feed=None) -> (fleet, reported):
+    fleet.run with your Remediator built on the drill's own control API."""
+
+    def play(sc: Any, detector: Any = None, remediator_class: Any = None, feed: Any = None) -> Any:
+        fl = fleet.Fleet(sc)
+        rem = None if remediator_class is None else remediator_class(fl.control, sc.policy)
+        seen: list[tuple[int, Any]] = []
+        for t in range(sc.horizon):
+            samples = fl.sample()
+            incs = list(detector.observe(t, samples)) if detector is not None else list(
+                (feed or {}).get(t, []))  # fmt: skip
+            seen += [(t, i) for i in incs]
+            if rem is not None:
+                rem.step(t, incs, samples)
+            fl.advance()
+        return fl, seen
+
+    return play
+
+
+@dataclass
+class Verdict:
+    """What the judge found in one remediation run (every list empty: all correct)."""
+
+    healthy: list[str] = field(default_factory=list)  # actions on nodes without a fault
+    killed: list[str] = field(default_factory=list)  # jobs killed by a reset or a reboot
+    cap: list[str] = field(default_factory=list)  # more nodes cordoned than the cap allows
+    wrong_fix: list[str] = field(default_factory=list)  # reset of a GPU that is not ecc
+    broken_back: list[str] = field(default_factory=list)  # uncordoned with its fault still there
+    nodes: dict[str, str] = field(default_factory=dict)  # faulty node -> what differs
+    kinds: dict[str, str] = field(default_factory=dict)  # faulty node -> its fault kinds
+
+    def problems(self) -> str:
+        """Every finding, one per line ("" when the run is correct)."""
+        lines = [*self.healthy, *self.killed, *self.cap, *self.wrong_fix, *self.broken_back]
+        return "\n".join(lines + [f"{n}: {msg}" for n, msg in self.nodes.items()])
+
+
+def expected_actions(sc: Any, fl: Any, fault: Any, at: int) -> list[tuple[int, str, Any]]:
+    """The runbook on the node of `fault` (its only fault), cordoned at tick `at`:
+    (tick, verb, arg) in order."""
+    node, kind = fault.node, fault.kind
+    out: list[tuple[int, str, Any]] = [(at, "cordon", None)]
+    if kind == "disk-full":
+        return [*out, (at, "escalate", kind)]
+    out.append((at, "drain", None))
+    here: set[str] = set()
+    empty = None
+    events = sorted(fl.job_events)
+    t = 0
+    for t in range(sc.horizon):  # the first tick >= at with no job on the node
+        for tick, job, n, what in events:
+            if tick == t and n == node:
+                (here.add if what == "landed" else here.discard)(job)
+        if t >= at and not here:
+            empty = t
+            break
+    if empty is None:
+        return out
+    if kind == "ecc":
+        return [*out, (empty, "reset_gpu", int(fault.device[3:])), (empty + 1, "uncordon", None)]
+    if kind == "gpu-lost":
+        back = empty + sc.reboot_ticks + 1
+        last = (back, "uncordon", None) if fault.fixed_by_fix else (back, "escalate", kind)
+        return [*out, (empty, "reboot", None), last]
+    return [*out, (empty, "escalate", kind)]
+
+
+def judge(sc: Any, fl: Any) -> Verdict:
+    """Judge a remediation run of a scenario whose faults are on distinct nodes, fed with the
+    ground truth's incidents (fleet.truth_incidents): every node's actions against the
+    runbook's, and the fleet-wide rules (cap, killed jobs, healthy nodes, resets)."""
+    v = Verdict()
+    cap = sc.policy.max_out(len(sc.nodes))
+    faulty = {f.node: f for f in sc.faults}
+    by_node: dict[str, list[Any]] = {}
+    out = set(sc.maintenance)
+    first_out: dict[str, int] = {}  # node -> cordoned nodes when its first action came
+    for a in fl.actions:
+        by_node.setdefault(a.node, []).append(a)
+        first_out.setdefault(a.node, len(out))
+        if a.verb == "cordon":
+            out.add(a.node)
+            if len(out) > cap:
+                v.cap.append(f"tick {a.tick}: cordon({a.node}) made {len(out)} cordoned, cap {cap}")
+        elif a.verb == "uncordon":
+            out.discard(a.node)
+            still = [f for f in sc.faults if f.node == a.node and fl._active(f, a.tick)]
+            if still:
+                v.broken_back.append(f"tick {a.tick}: uncordon({a.node}) while its "
+                                     f"{still[0].kind} on {still[0].device} is still there")  # fmt: skip
+        if a.node not in faulty:
+            v.healthy.append(
+                f"tick {a.tick}: {a.verb}({a.node}{'' if a.arg is None else ', ' + str(a.arg)})"
+            )
+        elif a.verb == "reset_gpu" and not (
+            faulty[a.node].kind == "ecc" and faulty[a.node].device == f"gpu{a.arg}"
+        ):
+            f = faulty[a.node]
+            v.wrong_fix.append(f"tick {a.tick}: reset_gpu({a.node}, {a.arg}) on a {f.kind} "
+                               f"fault of {f.device}")  # fmt: skip
+    v.killed = [f"tick {t}: {job} killed by {what}" for t, job, what in fl.killed]
+    for node, f in faulty.items():
+        v.kinds[node] = f.kind
+        at = sc.detect_tick(f)
+        got = [(a.tick, a.verb, a.arg if a.verb in ("reset_gpu", "escalate") else None)
+               for a in by_node.get(node, [])]  # fmt: skip
+        if got[:1] == [(at, "escalate", f.kind)] and first_out.get(node, 0) >= cap:
+            want = [(at, "escalate", f.kind)]  # the cap was reached: left alone
+        else:
+            want = expected_actions(sc, fl, f, at)
+        if got != want:
+            v.nodes[node] = (f"{f.kind} on {f.device} reported at tick {at}: expected "
+                             f"{want}, got {got}")  # fmt: skip
+        esc = [a for a in by_node.get(node, []) if a.verb == "escalate"]
+        if any(not a.evidence for a in esc):
+            v.nodes[node] = f"escalate({node}, ...) with no evidence lines"
+    return v
+
+
+@pytest.fixture(scope="module")
+def judged(fleet: Any, drill: Any) -> Callable[..., Any]:
+    """judged(scenario, remediator_class) -> Verdict of your Remediator fed the truth."""
+
+    def run(sc: Any, remediator_class: Any) -> Verdict:
+        fl, _ = drill(sc, remediator_class=remediator_class, feed=fleet.truth_incidents(sc))
+        return judge(sc, fl)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def incidents_of() -> Callable[..., Any]:
+    """incidents_of(reported) -> sorted (tick reported, kind, node, device, first_seen)."""
+
+    def key(reported: list[tuple[int, Any]]) -> list[tuple[int, str, str, str, int]]:
+        return sorted((t, i.kind, i.node, i.device, i.first_seen) for t, i in reported)
+
+    return key
+
+
+@pytest.fixture(scope="module")
+def books() -> Any:
+    """The runbook checker's pieces: KINDS (the runbooks required), SECTIONS (in order),
+    xids_named(text), mitigation_steps(text), parse(text)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(KINDS=RUNBOOK_KINDS, SECTIONS=SECTIONS, xids_named=xids_named,
+                           mitigation_steps=mitigation_steps, parse=parse_runbooks)  # fmt: skip

@@ -1,0 +1,516 @@
+"""Hidden tests of failure-drills: fresh fleets and fault schedules from the run seed, judged
+against the injection's ground truth (the scenario's faults: what was injected, where, when),
+and adversarial fixed cases (boundaries of the debounce rules, two faults on a node, a fault
+during a drain, a fleet-wide alarm, look-alike XID lines)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+# The ground truth of the runbooks (README.md): XIDs per kind, the happy path's steps.
+TRUE_XIDS = {
+    "gpu-lost": {79},
+    "ecc": {48, 94, 95},
+    "row-remap-failure": {64},
+    "thermal": set(),
+    "nic-flap": set(),
+    "disk-full": set(),
+}
+APP_XIDS_REQUIRED, APP_XIDS_ALLOWED = {13, 31, 43}, {13, 31, 43, 45}
+TRUE_STEPS = {
+    "gpu-lost": ["cordon", "drain", "reboot", "uncordon"],
+    "ecc": ["cordon", "drain", "reset_gpu", "uncordon"],
+    "row-remap-failure": ["cordon", "drain", "escalate"],
+    "thermal": ["cordon", "drain", "escalate"],
+    "nic-flap": ["cordon", "drain", "escalate"],
+    "disk-full": ["cordon", "escalate"],
+    "application-xid": [],
+}
+KINDS = tuple(TRUE_STEPS)[:-1]
+
+
+def seeds(kata_rng: Any, n: int) -> list[int]:
+    return [int(x) for x in kata_rng.integers(0, 2**31, n)]
+
+
+def truth_key(fleet: Any, sc: Any) -> list[tuple[int, str, str, str, int]]:
+    return sorted((t, i.kind, i.node, i.device, i.first_seen)
+                  for t, incs in fleet.truth_incidents(sc).items() for i in incs)  # fmt: skip
+
+
+def compare(got: list[Any], want: list[Any], what: str) -> str:
+    extra = sorted(set(got) - set(want))
+    missing = sorted(set(want) - set(got))
+    return (f"Detector.observe on {what}: (tick reported, kind, node, device, first_seen) "
+            f"reported but not injected (or at another tick): {extra}; injected but not "
+            f"reported (or reported at another tick): {missing}")  # fmt: skip
+
+
+def one_node(fleet: Any, domain: int = 0, buses: list[int] | None = None, **policy: Any) -> Any:
+    buses = buses or [0x18, 0x2A, 0x3B, 0x4C, 0x5D, 0x79, 0x94, 0xB5]
+    node = fleet.NodeInfo(
+        "node-q7",
+        "rq",
+        tuple(
+            fleet.GpuInfo(i, f"{domain:08X}:{b:02X}:00.0", f"GPU-{i}") for i, b in enumerate(buses)
+        ),
+        ("mlx5_0", "mlx5_1"),
+        ("/",),
+    )
+    return node, fleet.Policy(**policy)
+
+
+def sample(fleet: Any, node: Any, tick: int, log: tuple[str, ...] = (), link: int = 0,
+           gpu: int = 3, **fields: Any) -> Any:  # fmt: skip
+    gpus = []
+    for g in node.gpus:
+        s = fleet.GpuSample(g.index, True, 60, 1980, (), 0, 0, False, False)
+        gpus.append(dataclasses.replace(s, **fields) if g.index == gpu else s)
+    nics = (fleet.NicSample("mlx5_0", True, 0), fleet.NicSample("mlx5_1", True, link))
+    return fleet.NodeSample(
+        node.name, tick, tuple(gpus), nics, (fleet.DiskSample("/", 1, 10),), log
+    )
+
+
+def feed(det: Any, node: Any, samples: list[Any]) -> list[tuple[int, str, str, int]]:
+    out = []
+    for t, s in enumerate(samples):
+        for i in det.observe(t, {node.name: s}):
+            out.append((t, i.kind, i.device, i.first_seen))
+    return out
+
+
+# --------------------------------------------------------------------------- detect
+@pytest.mark.parametrize("kind", KINDS)
+def test_detect_random_fleets(detect: Any, fleet: Any, drill: Any, kind: str, kata_rng: Any,
+                              incidents_of: Any) -> None:  # fmt: skip
+    for seed in seeds(kata_rng, 4):
+        sc = fleet.random_scenario(seed, kinds=(kind,), faults=int(kata_rng.integers(1, 4)))
+        _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+        got, want = incidents_of(seen), truth_key(fleet, sc)
+        assert got == want, compare(got, want, f"fleet.random_scenario({seed}) ({kind} faults)")
+        for _, i in seen:
+            assert i.evidence and all(type(e) is str for e in i.evidence), (
+                f"Detector.observe: incident {i.kind} on {i.node} {i.device} has no evidence "
+                f"lines (fleet.random_scenario({seed}))"
+            )
+
+
+@pytest.mark.kata_gate(
+    "Detector reports incidents on fleets whose only signals are noise (temperature spikes "
+    "under the slowdown threshold, single SBEs, fewer link-down events than the policy counts "
+    "in any window, power capping, SW and short HW thermal slowdowns, XIDs 13/31/43/45, disks "
+    "under the threshold)"
+)
+def test_detect_noise_is_no_incident(detect: Any, fleet: Any, drill: Any, kata_rng: Any) -> None:
+    import random
+
+    for seed in seeds(kata_rng, 4):
+        base = fleet.random_scenario(seed, faults=0)
+        r = random.Random(seed)
+        noise: list[Any] = []
+        for n in base.nodes:  # every kind of noise on every node
+            for kind in ("temp-spike", "sbe", "flap", "throttle", "app-xid", "disk"):
+                for _ in range(20):
+                    if got := fleet.make_noise(r, n, base.policy, base.horizon, kinds=(kind,)):
+                        noise += got
+                        break
+        sc = dataclasses.replace(base, noise=tuple(noise))
+        _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+        assert not seen, (
+            f"Detector.observe reported {[(t, i.kind, i.node, i.device) for t, i in seen][:5]} "
+            f"on a fleet with noise only (fleet.random_scenario({seed}, faults=0) with noise on "
+            f"every node, policy {sc.policy})"
+        )
+
+
+@pytest.mark.kata_gate(
+    "Detector reports an incident for an application XID (13, 31, 43, 45) on a GPU whose bus "
+    "number, or in a line whose pid, reads like a fault's XID (79, 48, 94, 95, 64)"
+)
+def test_detect_application_xids(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    node, policy = one_node(fleet)
+    det = detect.Detector([node], policy)
+    samples = [sample(fleet, node, 0)]
+    for t in range(1, 13):
+        gpu = int(kata_rng.integers(0, 8))
+        xid = int(kata_rng.choice([13, 31, 43, 45]))
+        pid = int(kata_rng.choice([79, 48, 94, 95, 64, 1234]))
+        samples.append(sample(fleet, node, t, log=(fleet.xid_line(node, gpu, xid, t, pid),)))
+    got = feed(det, node, samples)
+    assert got == [], (
+        f"Detector.observe: {got} from application XIDs on buses {[g.pci_bus_id for g in node.gpus]} "
+        f"(lines like {samples[1].kernel_log[0]!r})"
+    )
+
+
+def test_detect_xid_by_pci_address(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    for domain in (0, 1):
+        buses = sorted(int(b) for b in kata_rng.choice(range(0x10, 0xF0), 8, replace=False))
+        node, policy = one_node(fleet, domain=domain, buses=buses)
+        det = detect.Detector([node], policy)
+        gpu = int(kata_rng.integers(0, 8))
+        line = fleet.xid_line(node, gpu, 79, 1, 0)
+        got = feed(det, node, [sample(fleet, node, 0), sample(fleet, node, 1, log=(line,))])
+        assert got == [(1, "gpu-lost", f"gpu{gpu}", 1)], (
+            f"Detector.observe on {line!r} (GPU {gpu} is {node.gpus[gpu].pci_bus_id}): got {got}"
+        )
+
+
+def test_detect_state_without_log(detect: Any, fleet: Any) -> None:
+    """The kernel log can be lost (rate limits, a full disk): the state still tells."""
+    node, policy = one_node(fleet)
+    det = detect.Detector([node], policy)
+    got = feed(det, node, [
+        sample(fleet, node, 0),
+        sample(fleet, node, 1, gpu=3, present=False, temp_c=0, sm_clock_mhz=0),
+        sample(fleet, node, 2, gpu=5, dbe=2),
+        sample(fleet, node, 3, gpu=6, remap_pending=True),
+        sample(fleet, node, 4, gpu=7, remap_failure=True),
+    ])  # fmt: skip
+    want = [(1, "gpu-lost", "gpu3", 1), (2, "ecc", "gpu5", 2), (3, "ecc", "gpu6", 3),
+            (4, "row-remap-failure", "gpu7", 4)]  # fmt: skip
+    assert got == want, f"Detector.observe without XID lines (state only): {got}, expected {want}"
+
+
+def test_detect_two_faults_one_gpu_and_node(detect: Any, fleet: Any) -> None:
+    """ecc on GPU 2, then its remap fails; thermal on GPU 5 meanwhile; one SBE on GPU 1."""
+    node, policy = one_node(fleet, thermal_ticks=2)
+    det = detect.Detector([node], policy)
+    xid95 = fleet.xid_line(node, 2, 95, 1, 77)
+    xid64 = fleet.xid_line(node, 2, 64, 3, 0)
+    hot = ("hw_slowdown", "hw_thermal_slowdown")
+    samples = [
+        sample(fleet, node, 0),
+        sample(fleet, node, 1, log=(xid95,), gpu=2, dbe=1, remap_pending=True),
+        sample(fleet, node, 2, gpu=2, dbe=1, remap_pending=True),
+        sample(fleet, node, 3, log=(xid64,), gpu=2, dbe=2, remap_failure=True),
+        sample(fleet, node, 4, gpu=2, dbe=3, remap_failure=True),
+    ]
+    for t in (2, 3, 4):
+        s = samples[t]
+        gs = list(s.gpus)
+        gs[5] = dataclasses.replace(gs[5], throttle=hot, temp_c=91)
+        gs[1] = dataclasses.replace(gs[1], sbe=1)
+        samples[t] = dataclasses.replace(s, gpus=tuple(gs))
+    got = feed(det, node, samples)
+    want = [(1, "ecc", "gpu2", 1), (3, "row-remap-failure", "gpu2", 3), (3, "thermal", "gpu5", 2)]
+    assert sorted(got) == sorted(want), (
+        f"Detector.observe: ecc on gpu2 at tick 1, its remap failing at 3, hw_thermal_slowdown "
+        f"on gpu5 from 2 (thermal_ticks=2), one SBE on gpu1: got {got}, expected {want}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "nic-flap detection disagrees with the window rule at its boundary (flap_count link-down "
+    "events spanning flap_window - 1 ticks and flap_window ticks, two in one tick, a counter "
+    "reset by a reboot)"
+)
+def test_detect_flap_boundary(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    n = int(kata_rng.integers(2, 6))
+    w = int(kata_rng.integers(n + 1, 15))
+    cases = []
+    # n events: the first at 2, the last at 2 + w - 1 (inside one window): an incident at the
+    # last; the same with the last at 2 + w (no window holds them all): nothing
+    for span, want in ((w - 1, [(2 + w - 1, "nic-flap", "mlx5_1", 2)]), (w, [])):
+        ticks = [2] + [2 + span] * (n - 1)
+        cases.append((ticks, want, f"{n} events at ticks {ticks}"))
+    # all n in one tick: the counter jumps by n, the port is up at both samples
+    cases.append(([5] * n, [(5, "nic-flap", "mlx5_1", 5)], f"{n} events within tick 5"))
+    for ticks, want, what in cases:
+        node, policy = one_node(fleet, flap_count=n, flap_window=w)
+        det = detect.Detector([node], policy)
+        horizon = max(ticks) + 3
+        samples = [sample(fleet, node, t, link=sum(1 for x in ticks if x <= t))
+                   for t in range(horizon)]  # fmt: skip
+        got = feed(det, node, samples)
+        assert got == want, (
+            f"Detector.observe with flap_count={n}, flap_window={w}, {what}: got {got}, "
+            f"expected {want}"
+        )
+    # a reboot: no samples for 3 ticks, the counter restarts at 0 and rises n - 1, then 1
+    node, policy = one_node(fleet, flap_count=n, flap_window=w)
+    det = detect.Detector([node], policy)
+    seq: list[Any] = [sample(fleet, node, 0, link=7), sample(fleet, node, 1, link=7)]
+    got = feed(det, node, seq)
+    for t in (2, 3, 4):
+        got += [(t, i.kind, i.device, i.first_seen) for i in det.observe(t, {node.name: None})]
+    got += [(5, i.kind, i.device, i.first_seen)
+            for i in det.observe(5, {node.name: sample(fleet, node, 5, link=n - 1)})]  # fmt: skip
+    got += [(6, i.kind, i.device, i.first_seen)
+            for i in det.observe(6, {node.name: sample(fleet, node, 6, link=n)})]  # fmt: skip
+    want = [(6, "nic-flap", "mlx5_1", 5)]
+    assert got == want, (
+        f"Detector.observe with flap_count={n}, flap_window={w}: link_downed 7, 7, a reboot "
+        f"(no samples at 2-4), then {n - 1} at tick 5 and {n} at 6: got {got}, expected {want}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "thermal detection disagrees with the consecutive-samples rule (a run one sample short of "
+    "thermal_ticks, a run broken by a missing sample, SW thermal slowdown and power capping)"
+)
+def test_detect_thermal_boundary(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    k = int(kata_rng.integers(2, 7))
+    node, policy = one_node(fleet, thermal_ticks=k)
+    det = detect.Detector([node], policy)
+    hot = ("hw_slowdown", "hw_thermal_slowdown")
+    plan: list[Any] = [()] + [hot] * (k - 1) + [("sw_thermal_slowdown",)] * 3
+    plan += [("sw_power_cap",)] * (k + 1) + [hot] * (k - 1) + [None] + [hot] * (k - 1) + [()]
+    start = len(plan)
+    plan += [hot] * k
+    got = []
+    for t, reasons in enumerate(plan):
+        s = None if reasons is None else sample(fleet, node, t, gpu=6, throttle=reasons)
+        got += [(t, i.kind, i.device, i.first_seen) for i in det.observe(t, {node.name: s})]
+    want = [(start + k - 1, "thermal", "gpu6", start)]
+    assert got == want, (
+        f"Detector.observe with thermal_ticks={k}: runs of {k - 1}, SW slowdown, power capping, "
+        f"a run of {k - 1} + a missing sample + {k - 1}, then {k} from tick {start}: got {got}, "
+        f"expected {want}"
+    )
+
+
+# --------------------------------------------------------------------------- remediate
+def check(v: Any, what: str) -> None:
+    assert not v.nodes, f"Remediator on {what}:\n" + "\n".join(
+        f"  {n}: {msg}" for n, msg in v.nodes.items()
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_remediate_random_fleets(remediate: Any, fleet: Any, judged: Any, kind: str,
+                                 kata_rng: Any) -> None:  # fmt: skip
+    for seed in seeds(kata_rng, 4):
+        sc = fleet.random_scenario(seed, kinds=(kind,), faults=int(kata_rng.integers(1, 4)))
+        check(judged(sc, remediate.Remediator), f"fleet.random_scenario({seed}) ({kind})")
+
+
+@pytest.mark.kata_gate(
+    "Remediator acts on a node with no fault (random fleets with noise, application XIDs and "
+    "maintenance; incidents only on faulty nodes)"
+)
+def test_remediate_healthy_nodes_untouched(remediate: Any, fleet: Any, judged: Any,
+                                           kata_rng: Any) -> None:  # fmt: skip
+    for seed in seeds(kata_rng, 4):
+        v = judged(fleet.random_scenario(seed), remediate.Remediator)
+        assert not v.healthy, (
+            f"Remediator on fleet.random_scenario({seed}): actions on nodes without a fault: "
+            f"{v.healthy[:6]}"
+        )
+
+
+@pytest.mark.kata_gate(
+    "Remediator resets a GPU or reboots a node while a job still runs there (random fleets, "
+    "checkpoints of 1-5 ticks, jobs landing on nodes that are not cordoned)"
+)
+def test_remediate_never_kills_jobs(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
+    for seed in seeds(kata_rng, 4):
+        sc = fleet.random_scenario(seed, kinds=("ecc", "gpu-lost"), faults=3,
+                                   policy=fleet.Policy(max_out_fraction=0.5))  # fmt: skip
+        v = judged(sc, remediate.Remediator)
+        assert not v.killed, f"Remediator on fleet.random_scenario({seed}): {v.killed[:4]}"
+
+
+@pytest.mark.kata_gate(
+    "Remediator calls reset_gpu on a GPU whose fault a reset does not fix (gpu-lost, "
+    "row-remap-failure, thermal) or on a GPU without a fault"
+)
+def test_remediate_reset_only_ecc(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
+    for seed in seeds(kata_rng, 4):
+        sc = fleet.random_scenario(seed, kinds=("gpu-lost", "row-remap-failure", "thermal",
+                                                "ecc"), faults=3,
+                                   policy=fleet.Policy(max_out_fraction=0.5))  # fmt: skip
+        v = judged(sc, remediate.Remediator)
+        assert not v.wrong_fix, f"Remediator on fleet.random_scenario({seed}): {v.wrong_fix}"
+
+
+@pytest.mark.kata_gate(
+    "Remediator uncordons a node whose fault is still there (a GPU still off the bus after the "
+    "reboot; a remap failure, thermal, flapping port or full disk, which only people fix)"
+)
+def test_remediate_never_returns_broken_nodes(remediate: Any, fleet: Any, judged: Any,
+                                              kata_rng: Any) -> None:  # fmt: skip
+    for k, seed in enumerate(seeds(kata_rng, 4)):
+        sc = fleet.random_scenario(seed, faults=3, policy=fleet.Policy(max_out_fraction=0.5),
+                                   kinds=fleet.KINDS if k % 2 else ("gpu-lost",))  # fmt: skip
+        faults = tuple(dataclasses.replace(f, fixed_by_fix=f.fixed_by_fix and i % 2 == 0)
+                       for i, f in enumerate(sc.faults))  # fmt: skip
+        v = judged(dataclasses.replace(sc, faults=faults), remediate.Remediator)
+        assert not v.broken_back, (
+            f"Remediator on fleet.random_scenario({seed}) (some reboots do not bring the GPU "
+            f"back): {v.broken_back[:3]}"
+        )
+
+
+@pytest.mark.kata_gate(
+    "Remediator has more nodes cordoned than policy.max_out(nodes) when incidents arrive on "
+    "much of the fleet at once (maintenance nodes count), or escalates instead of cordoning "
+    "while the fleet is under the cap"
+)
+def test_remediate_fleetwide_alarm(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
+    for seed in seeds(kata_rng, 3):
+        base = fleet.random_scenario(seed, faults=0)
+        n = len(base.nodes)
+        hit = list(base.nodes[: n - 1])
+        at = int(kata_rng.integers(3, 20))
+        kinds = ["thermal", "ecc", "nic-flap", "disk-full"]
+        faults = []
+        for k, node in enumerate(hit):
+            kind = kinds[k % len(kinds)] if kata_rng.random() < 0.5 else "thermal"
+            dev = node.nics[0] if kind == "nic-flap" else "/" if kind == "disk-full" else "gpu1"
+            flaps = tuple(range(at, at + base.policy.flap_count)) if kind == "nic-flap" else ()
+            faults.append(fleet.Fault(kind, node.name, dev, at, flaps=flaps))
+        sc = dataclasses.replace(base, faults=tuple(faults), noise=(),
+                                 maintenance=(base.nodes[-1].name,))  # fmt: skip
+        v = judged(sc, remediate.Remediator)
+        what = (f"{len(hit)} of {n} nodes with incidents at once, 1 in maintenance, cap "
+                f"{sc.policy.max_out(n)} (fleet.random_scenario({seed}, faults=0))")  # fmt: skip
+        assert not v.cap, f"Remediator on {what}: {v.cap[:3]}"
+        check(v, what)
+
+
+def test_remediate_cap_frees_up(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
+    """Cap 1: ecc at tick 5 (reset, then uncordon), thermal reported at 7 (cordoned if the ecc
+    node is back by then, else escalated), disk-full at 30 (the slot is free unless the thermal
+    node holds it)."""
+    base = fleet.random_scenario(int(kata_rng.integers(2**31)), nodes=8, faults=0)
+    a, b, c = base.nodes[:3]
+    faults = (fleet.Fault("ecc", a.name, "gpu0", 5), fleet.Fault("thermal", b.name, "gpu2", 6),
+              fleet.Fault("disk-full", c.name, "/", 30))  # fmt: skip
+    sc = dataclasses.replace(base, faults=faults, noise=(), maintenance=(),
+                             policy=fleet.Policy(max_out_fraction=0.1, thermal_ticks=2))  # fmt: skip
+    v = judged(sc, remediate.Remediator)
+    check(v, "cap 1: ecc at 5 (reset, uncordon), thermal at 7 (over the cap), disk-full at 30")
+
+
+def hand_run(drill: Any, remediate: Any, sc: Any, feed: Any, node: str) -> tuple[list[Any], Any]:
+    """(tick, verb, arg) of every action on `node`, in call order; the fleet."""
+    fl, _ = drill(sc, remediator_class=remediate.Remediator, feed=feed)
+    return [(a.tick, a.verb, a.arg) for a in fl.actions if a.node == node], fl
+
+
+def two_fault_scenario(fleet: Any, kata_rng: Any) -> Any:
+    base = fleet.random_scenario(int(kata_rng.integers(2**31)), nodes=10, faults=0)
+    node = base.nodes[0]
+    jobs = (fleet.Job("job-a", node.name, (1, 2), 5), fleet.Job("job-b", node.name, (3,), 2),
+            *(j for j in base.jobs if j.node != node.name))  # fmt: skip
+    return dataclasses.replace(base, jobs=jobs, noise=(), maintenance=(),
+                               policy=fleet.Policy(max_out_fraction=0.3)), node  # fmt: skip
+
+
+def test_remediate_fault_during_drain(
+    remediate: Any, fleet: Any, drill: Any, kata_rng: Any
+) -> None:
+    """ecc on GPU 1 at 10 (job-a checkpoints for 5 ticks), thermal on GPU 3 at 12: one cordon,
+    one drain; at 15 the reset and the escalation; no uncordon (thermal is escalated)."""
+    sc, node = two_fault_scenario(fleet, kata_rng)
+    faults = (
+        fleet.Fault("ecc", node.name, "gpu1", 10),
+        fleet.Fault("thermal", node.name, "gpu3", 12),
+    )
+    sc = dataclasses.replace(sc, faults=faults)
+    inc = fleet.Incident
+    feed = {10: [inc("ecc", node.name, "gpu1", 10, ("XID 95",))],
+            12: [inc("thermal", node.name, "gpu3", 9, ("hw_thermal_slowdown",))]}  # fmt: skip
+    mine, fl = hand_run(drill, remediate, sc, feed, node.name)
+    want = [
+        (10, "cordon", None),
+        (10, "drain", None),
+        (15, "reset_gpu", 1),
+        (15, "escalate", "thermal"),
+    ]
+    assert mine == want, (
+        f"Remediator: ecc on gpu1 at 10, thermal on gpu3 at 12 during the drain: {mine}, expected {want}"
+    )
+    assert not fl.killed, f"Remediator killed {fl.killed}"
+
+
+def test_remediate_two_ecc_gpus(remediate: Any, fleet: Any, drill: Any, kata_rng: Any) -> None:
+    """ecc on GPU 1 at 10 and on GPU 3 at 13 (during the drain): both reset at 15, uncordon at 16."""
+    sc, node = two_fault_scenario(fleet, kata_rng)
+    faults = (fleet.Fault("ecc", node.name, "gpu1", 10), fleet.Fault("ecc", node.name, "gpu3", 13))
+    sc = dataclasses.replace(sc, faults=faults)
+    inc = fleet.Incident
+    feed = {10: [inc("ecc", node.name, "gpu1", 10, ("XID 94",))],
+            13: [inc("ecc", node.name, "gpu3", 13, ("XID 48",))]}  # fmt: skip
+    got, fl = hand_run(drill, remediate, sc, feed, node.name)
+    mine = sorted(
+        got,
+        key=lambda a: (a[0], ["cordon", "drain", "reset_gpu", "uncordon"].index(a[1]), str(a[2])),
+    )
+    want = [(10, "cordon", None), (10, "drain", None), (15, "reset_gpu", 1), (15, "reset_gpu", 3),
+            (16, "uncordon", None)]  # fmt: skip
+    assert mine == want, f"Remediator: ecc on gpu1 at 10 and gpu3 at 13: {mine}, expected {want}"
+
+
+# --------------------------------------------------------------------------- runbooks
+def test_runbooks_xids(runbooks: Any, books: Any) -> None:
+    for kind, want in TRUE_XIDS.items():
+        got = books.xids_named(runbooks.get(kind, {}).get("Detection", ""))
+        assert got == want, (
+            f"runbooks.md, {kind}: Detection names XIDs {sorted(got)}, expected {sorted(want)}"
+        )
+    app = books.xids_named(runbooks.get("application-xid", {}).get("Detection", ""))
+    assert APP_XIDS_REQUIRED <= app <= APP_XIDS_ALLOWED, (
+        f"runbooks.md, application-xid: Detection names XIDs {sorted(app)}: it must name 13, 31 "
+        f"and 43 (45 may be named), no node fault's XID"
+    )
+
+
+def test_runbooks_mitigation(runbooks: Any, books: Any) -> None:
+    for kind, want in TRUE_STEPS.items():
+        got = books.mitigation_steps(runbooks.get(kind, {}).get("Mitigation", ""))
+        assert got == want, f"runbooks.md, {kind}: Mitigation's steps are {got}, expected {want}"
+    for kind in ("gpu-lost", "ecc"):
+        text = runbooks.get(kind, {}).get("Verification", "")
+        assert "`escalate`" in text, (
+            f"runbooks.md, {kind}: Verification must say to `escalate` when the fix did not work"
+        )
+
+
+@pytest.mark.kata_gate(
+    "a runbook's Detection names an XID that your Detector maps to another kind (or to none)"
+)
+def test_runbooks_match_detector(runbooks: Any, books: Any, detect: Any, fleet: Any) -> None:
+    node, policy = one_node(fleet)
+    for kind, book in runbooks.items():
+        for xid in sorted(books.xids_named(book.get("Detection", ""))):
+            det = detect.Detector([node], policy)
+            try:
+                line = fleet.xid_line(node, 4, xid, 1, 4321 if xid != 79 else 0)
+            except KeyError:  # an XID this fleet never logs: the driver's line, text elided
+                line = fleet.xid_line(node, 4, 43, 1, 4321).replace(": 43, ", f": {xid}, ")
+            got = {i.kind for i in det.observe(0, {node.name: sample(fleet, node, 0)})}
+            got |= {
+                i.kind for i in det.observe(1, {node.name: sample(fleet, node, 1, log=(line,))})
+            }
+            want = set() if kind == "application-xid" else {kind}
+            assert got == want, (
+                f"runbooks.md, {kind}: Detection names XID {xid}, but your Detector reports "
+                f"{sorted(got) or 'nothing'} for the line {line!r}"
+            )
+
+
+@pytest.mark.kata_gate(
+    "a runbook's Mitigation lists control calls other than those your Remediator makes on a "
+    "fault of that kind"
+)
+def test_runbooks_match_remediator(runbooks: Any, books: Any, remediate: Any, fleet: Any,
+                                   drill: Any, kata_rng: Any) -> None:  # fmt: skip
+    for kind in KINDS:
+        sc = fleet.random_scenario(int(kata_rng.integers(2**31)), nodes=10, faults=1,
+                                   kinds=(kind,), policy=fleet.Policy(max_out_fraction=0.3))  # fmt: skip
+        f = sc.faults[0]
+        sc = dataclasses.replace(sc, faults=(dataclasses.replace(f, fixed_by_fix=True),),
+                                 maintenance=())  # fmt: skip
+        fl, _ = drill(sc, remediator_class=remediate.Remediator, feed=fleet.truth_incidents(sc))
+        code = [a.verb for a in fl.actions if a.node == f.node]
+        book = books.mitigation_steps(runbooks.get(kind, {}).get("Mitigation", ""))
+        assert code == book, (
+            f"runbooks.md, {kind}: Mitigation lists {book}, your Remediator called {code} on a "
+            f"{kind} fault (fleet.random_scenario with one fault, cap not reached)"
+        )
