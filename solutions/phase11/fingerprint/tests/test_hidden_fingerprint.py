@@ -186,6 +186,19 @@ def mac_format(rng: random.Random, mac: str) -> str:
     return mac
 
 
+PHYSICAL_NIC_NAMES = [
+    "eth0",
+    "eth1",
+    "enp65s0f0",
+    "ens1f1np1",
+    "enx00e04c680001",
+    "em1",
+    "p1p1",
+    "wlp2s0",
+    "eno8303",
+]
+
+
 def messy_machine(F: Any, rng: random.Random) -> Any:
     """A random server with what real machines show: odd case and spacing, placeholders,
     unreadable DMI, virtual interfaces and block devices, duplicate serials."""
@@ -220,8 +233,11 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
     m.cpu.mhz = rng.uniform(800, 4000)
     if rng.random() < 0.1:
         m.cpu.model = None
+    names = rng.sample(PHYSICAL_NIC_NAMES, len(PHYSICAL_NIC_NAMES))
     for nic in m.nics:
         nic.address = mac_format(rng, nic.address)
+        if nic.device:  # the names udev and drivers give physical cards: never a reason to skip one
+            nic.name = names.pop()
     extra = [
         F.Nic(f"veth{rng.randrange(16**6):06x}", F.random_mac(rng), device=False, assign_type="3"),
         F.Nic("virbr0", F.random_mac(rng), device=False, bridge=True, assign_type="3"),
@@ -243,6 +259,10 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
         if d.serial is not None and d.wwid is not None and rng.random() < 0.3:
             d.serial = rng.choice(["", "   ", "0000000000", "Not Specified"])  # the WWID then
     first = next(d for d in m.disks if d.name == "nvme0n1")
+    if rng.random() < 0.5:  # a virtio disk with a serial, an eMMC: real disks under other names
+        m.disks.append(
+            F.Disk(rng.choice(["vdb", "xvdb", "mmcblk0", "hdc"]), serial=F.random_serial(rng))
+        )
     extra_disks = [
         F.Disk(
             "nvme0n2", serial=first.serial, wwid=f"eui.{rng.randrange(16**16):016x}"
