@@ -130,6 +130,12 @@ def test_kv_any_model(cap: Any, hw: Any) -> None:
             f"weight_bytes_per_gpu({m}, tp={tp}) = {got}; the model says {o_weights(m, tp)} "
             "(rounded up)"
         )
+        if tp == 1:  # the default tp is one GPU
+            got = (cap.kv_bytes_per_token(m), cap.weight_bytes_per_gpu(m))
+            assert got == (o_kv(m, 1), o_weights(m, 1)), (
+                f"kv_bytes_per_token({m}) and weight_bytes_per_gpu({m}) without a tp = {got}; "
+                f"one GPU holds {(o_kv(m, 1), o_weights(m, 1))}"
+            )
         want = o_max_batch(m, g, tp, ctx)
         zero += want == 0
         got = cap.max_batch(m, g, tp, ctx)
