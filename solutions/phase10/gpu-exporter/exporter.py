@@ -73,6 +73,11 @@ def format_value(v: float | int | bool) -> str:
     return repr(float(v))
 
 
+def as_str(s: str | bytes) -> str:
+    """NVML's strings: str from nvidia-ml-py >= 11.515, bytes from older bindings."""
+    return s.decode("utf-8", "replace") if isinstance(s, bytes) else str(s)
+
+
 def sample(name: str, labels: dict[str, str], value: float | int | bool) -> str:
     inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
     return f"{name}{{{inner}}} {format_value(value)}" if inner else f"{name} {format_value(value)}"
@@ -127,15 +132,25 @@ class Exporter:
         self.scrape_errors = 0
         for i in range(nvml.nvmlDeviceGetCount()):
             h = nvml.nvmlDeviceGetHandleByIndex(i)
-            self.gpus.append((h, nvml.nvmlDeviceGetUUID(h), nvml.nvmlDeviceGetName(h)))
+            uuid, name = nvml.nvmlDeviceGetUUID(h), nvml.nvmlDeviceGetName(h)
+            self.gpus.append((h, as_str(uuid), as_str(name)))
             self.xids.append({})
+            self.event_sets.append(self._xid_events(h))
+
+    def _xid_events(self, h: Any) -> Any:
+        """An event set registered for this GPU's XIDs, or None where NVML has none for it (a
+        GPU or a container without event support: its XIDs are then not counted)."""
+        nvml = self.nvml
+        try:
             es = nvml.nvmlEventSetCreate()
-            try:
-                nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, es)
-            except nvml.NVMLError:
-                nvml.nvmlEventSetFree(es)
-                es = None
-            self.event_sets.append(es)
+        except nvml.NVMLError:
+            return None
+        try:
+            nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, es)
+        except nvml.NVMLError:
+            nvml.nvmlEventSetFree(es)
+            return None
+        return es
 
     def _drain(self, i: int) -> None:
         """Count the XID events pending for GPU i (the exporter's own counter: NVML keeps none)."""
@@ -191,9 +206,7 @@ class Exporter:
                 name = nv.nvmlSystemGetProcessName(p.pid)
             except nv.NVMLError:  # the process exited between the two calls
                 continue
-            if isinstance(name, bytes):  # older pynvml
-                name = name.decode("utf-8", "replace")
-            g.processes.append(Process(int(p.pid), str(name), int(p.usedGpuMemory)))
+            g.processes.append(Process(int(p.pid), as_str(name), int(p.usedGpuMemory)))
 
     def collect(self) -> Snapshot:
         """One scrape: every GPU read once; a GPU whose read fails is down in this scrape (its

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from harness.testing import random_for
+from harness.testing import fresh_module, random_for, watch_calls
 
 NAMES = [
     "NVIDIA H100 80GB HBM3",
@@ -304,6 +304,19 @@ def test_render_hidden_escaping(exp: Any, snap: Any, parse: Any) -> None:
         )
 
 
+@pytest.mark.kata_gate("render calls prometheus_client to write the exposition")
+def test_render_hidden_writes_the_text_itself(exp: Any, snap: Any) -> None:
+    r = random_for()
+    s = random_snapshot(r, snap)
+    with watch_calls("prometheus_client", processes=False) as log:
+        text = fresh_module(exp).render(s)
+    assert not log, (
+        f"render() called {log}: this task is writing the text format yourself (the README's "
+        f"tasks section)"
+    )
+    assert isinstance(text, str), f"render() should return the text, got {type(text).__name__}"
+
+
 def test_render_no_gpus(exp: Any, snap: Any, parse: Any) -> None:
     e = parse(exp.render(snap.Snapshot(gpus=[], scrape_errors=3)))
     assert e.samples == {("gpu_exporter_scrape_errors_total", frozenset()): 3.0}, (
@@ -359,7 +372,11 @@ def test_collect_random_fleets(sim: Any, make_exporter: Any) -> None:
         check_snapshot(e.collect(), want, 0, f"a random fleet ({describe(nvml)})")
 
 
-def test_collect_lost_gpus(sim: Any, make_exporter: Any) -> None:
+@pytest.mark.kata_gate(
+    "a GPU lost during a scrape is not reported down with its identity and no readings, or "
+    "another GPU of that scrape is incomplete"
+)
+def test_collect_hidden_lost_gpus(sim: Any, make_exporter: Any) -> None:
     r = random_for()
     for _ in range(10):
         nvml = random_fleet(r, sim)
