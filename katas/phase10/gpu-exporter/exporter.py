@@ -11,7 +11,7 @@ README ("What the exporter exposes"); snapshot.py holds the readings between col
 
 from __future__ import annotations
 
-from http.server import ThreadingHTTPServer
+from socketserver import BaseServer
 from typing import Any
 
 from harness import todo
@@ -52,8 +52,9 @@ class Exporter:
         todo("Exporter.close")
 
 
-def serve(exporter: Exporter, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def serve(exporter: Exporter, port: int = 0, host: str = "127.0.0.1") -> BaseServer:
     """An HTTP server on (host, port) in a daemon thread, already serving when it returns (task
     serve): GET /metrics answers a fresh scrape with CONTENT_TYPE; every other path is 404. The
-    caller stops it: server.shutdown(); server.server_close()."""
+    caller reads the port from server.server_address and stops it: server.shutdown();
+    server.server_close() (http.server's servers are socketserver.BaseServers)."""
     todo("serve")

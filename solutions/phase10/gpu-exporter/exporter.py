@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from socketserver import BaseServer
 from typing import Any
 
 from .snapshot import Gpu, Process, Snapshot
@@ -236,7 +237,7 @@ class Exporter:
         self.nvml.nvmlShutdown()
 
 
-def serve(exporter: Exporter, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+def serve(exporter: Exporter, port: int = 0, host: str = "127.0.0.1") -> BaseServer:
     """An HTTP server on (host, port) in a daemon thread, already serving: GET /metrics answers
     a fresh scrape; every other path is 404. The caller stops it: shutdown(), server_close()."""
 
