@@ -96,9 +96,9 @@ class Run:
         tail = "\n".join(self.stderr.strip().splitlines()[-6:])
         return f"`guard {' '.join(self.args)}` {end}; stdout {self.stdout[:200]!r}; stderr:\n{tail}"
 
-    def must_not_crash(self) -> None:
+    def must_not_crash(self, how: str = "the unchanged program") -> None:
         if self.signal:
-            raise GuardCrash(f"the unchanged program died of {self.signal}\n{self.describe()}")
+            raise GuardCrash(f"{how} died of {self.signal}\n{self.describe()}")
 
 
 class Program:
@@ -130,6 +130,23 @@ class Program:
                 f"proves nothing: {run.describe()}"
             )
         return want
+
+    def checks_pass(self, index: int, challenge: bytes, *todo: str) -> None:
+        """The unchanged program, untraced, gets past its checks: it answers right, or stops at
+        a guard_secret stub after them. KataTodo for a stub of `todo`; GuardCrash or
+        Precondition (never a gate) otherwise."""
+        run = self.ask(index, challenge)
+        run.todo(*todo)
+        run.must_not_crash()
+        if run.returncode == EXIT_TODO:
+            if any(s.startswith("KATA_TODO guard_secret") for s in run.stderr.splitlines()):
+                return
+            run.todo("guard_secret", "guard_fail")
+        if run.returncode != 0 or run.stdout.strip() != self.answer(index, challenge):
+            raise Precondition(
+                f"the unchanged program does not answer secret {index} right without a tracer, "
+                f"so a run under a tracer proves nothing: {run.describe()}"
+            )
 
     def functions(self) -> dict[str, Any]:
         return self.elf.functions()
@@ -303,8 +320,11 @@ def gdb_run(program: Program, *args: str, exe: Path | None = None) -> Run:
 
 
 def gdb_exit_status(run: Run) -> int | None:
-    """The inferior's exit status as gdb reports it ("exited with code 03", "exited normally")."""
+    """The inferior's exit status as gdb reports it ("exited with code 03", "exited normally");
+    GuardCrash when gdb says it died of a signal."""
     for line in run.stdout.splitlines() + run.stderr.splitlines():
+        if "terminated with signal" in line or "received signal SIG" in line:
+            raise GuardCrash(f"the program died under gdb: {line.strip()}\n{run.describe()}")
         if "exited normally" in line:
             return 0
         if "exited with code" in line:

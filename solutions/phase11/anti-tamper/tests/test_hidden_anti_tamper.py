@@ -187,18 +187,20 @@ def test_tracer_no_false_positive(program: Any, tools: Any, kata_random: Any) ->
         assert run.returncode == 0, f"guard_tracer: refused with no tracer: {run.describe()}"
     # a long run with few file descriptors: a check that leaks one per call ends up refusing
     with program.serve(nofile=24) as server:
-        for k in range(48):
-            got = server.ask(f"0 {c.hex()}")
-            assert got == program.answer(0, c), (
-                f"guard_tracer: request {k + 1} of a --serve run limited to 24 open files got "
-                f"{got!r} (does a check leave a file open?)"
-            )
+        answers = [server.ask(f"0 {c.hex()}") for _ in range(48)]
         run = server.finish()
     run.todo("guard_tracer")
+    run.must_not_crash()
+    for k, got in enumerate(answers):
+        assert got == program.answer(0, c), (
+            f"guard_tracer: request {k + 1} of a --serve run limited to 24 open files got "
+            f"{got!r} (does a check leave a file open?): {run.describe()}"
+        )
 
 
 @pytest.mark.kata_gate("the program answered under gdb")
 def test_tracer_under_gdb(program: Any, tools: Any, challenge: bytes) -> None:
+    program.checks_pass(2, challenge, "guard_tracer")
     run = tools.gdb_run(program, "2", challenge.hex())
     run.todo("guard_tracer")
     status = tools.gdb_exit_status(run)
@@ -214,8 +216,10 @@ def test_tracer_under_gdb(program: Any, tools: Any, challenge: bytes) -> None:
 @pytest.mark.kata_gate("the program answered under strace -f")
 def test_tracer_under_strace(program: Any, tools: Any, challenge: bytes) -> None:
     strace = tools.need_tool("strace")
+    program.checks_pass(0, challenge, "guard_tracer")
     run = program.ask(0, challenge, wrapper=[strace, "-f", "-qq", "-o", "/dev/null"])
     run.todo("guard_tracer")
+    run.must_not_crash("the program under strace -f")
     assert tools.refused(run, "tracer"), f"guard_tracer: under strace -f: {run.describe()}"
 
 
@@ -223,8 +227,10 @@ def test_tracer_under_strace(program: Any, tools: Any, challenge: bytes) -> None
     "the program answered as the tracee of a tracer that is neither gdb nor strace"
 )
 def test_tracer_under_a_plain_ptrace_tracer(program: Any, tools: Any, challenge: bytes) -> None:
+    program.checks_pass(1, challenge, "guard_tracer")
     run = tools.ptrace_run(program, "1", challenge.hex())
     run.todo("guard_tracer")
+    run.must_not_crash("the program traced by the test")
     assert tools.refused(run, "tracer"), (
         f"guard_tracer: traced by the test process itself (PTRACE_TRACEME, a python tracer): "
         f"{run.describe()}"
@@ -371,8 +377,10 @@ def test_failsafe_integrity_refusal_exact(program: Any, challenge: bytes, kata_r
 
 
 def test_failsafe_tracer_refusal_exact(program: Any, tools: Any, challenge: bytes) -> None:
+    program.checks_pass(0, challenge, "guard_tracer", "guard_fail")
     run = tools.ptrace_run(program, "0", challenge.hex())
     run.todo("guard_tracer")
+    run.must_not_crash("the program traced by the test")
     exact_refusal(run, "tracer")
 
 
@@ -388,6 +396,7 @@ def test_failsafe_not_dumpable_no_core(program: Any, challenge: bytes) -> None:
         run = server.finish()
     run.todo("guard_harden")
     run.todo("guard_secret")
+    run.must_not_crash()
     assert answer == program.answer(0, challenge), f"wrong answer {answer!r}: {run.describe()}"
     assert probe == "dumpable=0 core=0", f"guard_harden: the running program says {probe!r}"
     core = [s for s in limits.splitlines() if s.startswith("Max core file size")]
