@@ -6,7 +6,7 @@ the GitHub workflow), ``.ci/run`` and the grade-mode check in the plugin all rea
     python -m harness.capabilities extras [ROOT] [--katas a,b]   # "cuda" (pip extras, comma-joined)
     python -m harness.capabilities apt [ROOT] [--katas a,b]      # "g++ gcc" (Debian packages)
     python -m harness.capabilities needs [ROOT] [--katas a,b]    # what each kata needs, for people
-    python -m harness.capabilities gpu-image-optional            # "busybox,cargo,promtool,valgrind"
+    python -m harness.capabilities gpu-image-optional            # "bpftrace,busybox,cargo,promtool,valgrind"
 
 What the katas need is read from their manifests (``[requires]`` and each task's ``tier`` and
 ``capabilities``); the harness's own needs (Python, pip) are the entry points' business.
@@ -51,6 +51,12 @@ INSTALL: dict[str, Install] = {
     ),
     "gdb": Install(apt=("gdb",), advice="install gdb (apt-get install gdb)"),
     "strace": Install(apt=("strace",), advice="install strace (apt-get install strace)"),
+    # bpftrace also needs the kernel to let it trace (root, tracefs): the probe runs it.
+    "bpftrace": Install(
+        apt=("bpftrace",),
+        advice="install bpftrace (apt-get install bpftrace) and grade as root where the kernel "
+        "allows eBPF tracing (not in most containers)",
+    ),
     "namespaces": Install(
         apt=("util-linux",), advice="run the grader on Linux with user namespaces and `unshare`"
     ),
@@ -84,12 +90,12 @@ NOT_INSTALLABLE = frozenset(
 
 # The gpu-tier image (the GPU machines the gpu tier is checked on, harness/benchmarks/gpu_check.sh:
 # Python 3.12 with cupy, cuda-bindings, numba-cuda, torch and the full CUDA 13 toolkit, and no
-# package registry) has no Rust, busybox, promtool or valgrind, and nothing can be installed there.
+# package registry) has no Rust, bpftrace, busybox, promtool or valgrind, and nothing can be installed there.
 # What needs them skips on it: a grader on that image declares them optional (KATA_OPTIONAL).
-GPU_IMAGE_LACKS = ("busybox", "cargo", "promtool", "valgrind")
+GPU_IMAGE_LACKS = ("bpftrace", "busybox", "cargo", "promtool", "valgrind")
 GPU_IMAGE_NOTE = (
-    "the gpu-tier image has no Rust, busybox, promtool or valgrind (and no package registry): declare "
-    "them optional there (KATA_OPTIONAL=busybox,cargo,promtool,valgrind) or bake them into the image"
+    "the gpu-tier image has no Rust, bpftrace, busybox, promtool or valgrind (and no package registry): declare "
+    "them optional there (KATA_OPTIONAL=bpftrace,busybox,cargo,promtool,valgrind) or bake them into the image"
 )
 
 

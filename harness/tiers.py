@@ -4,8 +4,9 @@ Tiers are what a kata needs as a whole: ``cpu`` (always), ``cluster-sim`` (multi
 on one machine: network namespaces, root) and ``gpu`` (an NVIDIA driver and device). Capabilities
 are single tools or kernel features (``cc``, ``nvcc``, ``valgrind``, ``namespaces`` ...).
 
-Probes are cheap file checks; the only subprocess is the GPU probe, and it runs only when the
-driver's files exist, so CUDA is never initialised in the pytest process.
+Probes are cheap file checks; the only subprocesses are the GPU probe, which runs only when the
+driver's files exist, so CUDA is never initialised in the pytest process, and bpftrace's (a
+program that exits at once, only where bpftrace is on PATH: the kernel may still refuse it).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _TOOLS = {
     "promtool": "promtool",  # Prometheus' rule and exposition checker (phase 10)
     "gdb": "gdb",
     "strace": "strace",
+    "bpftrace": "bpftrace",  # eBPF tracing (phase 10): on PATH *and* allowed by the kernel
 }
 
 
@@ -199,16 +201,39 @@ def _probe_kbuild() -> str | None:
     return None
 
 
+def _probe_bpftrace(path: Path) -> str | None:
+    """None when bpftrace can attach a syscall tracepoint here, else the kernel's refusal. Being on
+    PATH is not enough: eBPF tracing needs root (or CAP_BPF and CAP_PERFMON) and tracefs, which
+    most containers lack; `BEGIN { exit(); }` alone attaches nothing and passes even there, so the
+    probe attaches the tracepoint the kata's task uses. Bounded: 15 s."""
+    program = "tracepoint:syscalls:sys_enter_getppid { } BEGIN { exit(); }"
+    try:
+        out = subprocess.run([str(path), "-e", program], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bpftrace could not run here: {e}"
+    if out.returncode == 0:
+        return None
+    errors = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
+    said = (errors[-1] if errors else (out.stderr or out.stdout).strip()[-200:]) or "no output"
+    return f"bpftrace cannot trace system calls here (exit {out.returncode}: {said[:200]})"
+
+
+# Capabilities whose tool must also run (the kernel may refuse it): tool path -> None or why not.
+_RUNS = {"bpftrace": _probe_bpftrace}
+
+
 def probe() -> Capabilities:
     """Probe this machine. Costs a few stat calls, plus nvidia-smi where a driver exists."""
     available: list[str] = []
     missing: dict[str, str] = {}
     for cap in CAPABILITIES:
         if cap in _TOOLS:
-            if _find_tool(cap):
+            found = _find_tool(cap)
+            why = _RUNS.get(cap, lambda _: None)(found) if found else None
+            if found and why is None:
                 available.append(cap)
             else:
-                missing[cap] = f"{_TOOLS[cap]} was not found: {_advice(cap)}"
+                missing[cap] = why or f"{_TOOLS[cap]} was not found: {_advice(cap)}"
     for cap, why in _probe_os().items():
         if why is None:
             available.append(cap)

@@ -45,6 +45,7 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "promtool": ("promtool",),
     "gdb": ("gdb",),
     "strace": ("strace",),
+    "bpftrace": ("bpftrace",),
 }
 
 # Tools that may live outside PATH, in a CUDA toolkit or in the nvidia-cuda-* PyPI wheels.
@@ -71,6 +72,8 @@ _ADVICE: dict[str, str] = {
     "(or the promtool binary from a Prometheus release tarball, on PATH)",
     "gdb": "install gdb: `apt-get install -y gdb`",
     "strace": "install strace: `apt-get install -y strace`",
+    "bpftrace": "install bpftrace: `apt-get install -y bpftrace` (it also needs root, or CAP_BPF "
+    "and CAP_PERFMON, and tracefs: a container usually refuses it)",
     "cargo": "install Rust with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 "
     "-sSf https://sh.rustup.rs | sh`) or `apt-get install -y cargo`",
 }

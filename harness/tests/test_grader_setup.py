@@ -79,8 +79,8 @@ def test_the_sentence_says_the_gpu_tier_image_lacks_it(name: str) -> None:
     assert name in GPU_IMAGE_LACKS
     text = missing_sentence(name, {"k": 30.0})
     assert text.startswith(f"this grader has no {name}: {INSTALL[name].advice}; ")
-    assert "the gpu-tier image has no Rust, busybox, promtool or valgrind" in text
-    assert "KATA_OPTIONAL=busybox,cargo,promtool,valgrind" in text
+    assert "the gpu-tier image has no Rust, bpftrace, busybox, promtool or valgrind" in text
+    assert "KATA_OPTIONAL=bpftrace,busybox,cargo,promtool,valgrind" in text
     assert text.endswith("; 30.0 points of k were not graded")
     assert "gpu-tier image" not in missing_sentence("nvcc", {"k": 1.0}), "it has the toolkit"
     assert main(["gpu-image-optional"]) == 0
@@ -90,7 +90,7 @@ def test_the_gpu_image_optional_list_is_printed(capsys) -> None:
     from harness.capabilities import main
 
     main(["gpu-image-optional"])
-    assert capsys.readouterr().out.strip() == "busybox,cargo,promtool,valgrind"
+    assert capsys.readouterr().out.strip() == "bpftrace,busybox,cargo,promtool,valgrind"
 
 
 def _run(*task_outcomes: tuple[int, list[tuple[str, str]]]) -> RunResult:
@@ -408,3 +408,23 @@ def test_workflows_pass_actionlint() -> None:
     files = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     proc = subprocess.run([exe, "-no-color", *files], capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_bpftrace_counts_only_where_the_kernel_lets_it_trace(tmp_path: Path) -> None:
+    """On PATH is not enough: the probe runs bpftrace with a syscall tracepoint and reports the
+    kernel's refusal (a container without tracefs) as the reason the capability is missing."""
+    from harness.tiers import _probe_bpftrace
+
+    refused = tmp_path / "refused"
+    refused.write_text(
+        "#!/bin/sh\necho 'stdin:1:1-38: ERROR: tracepoint not found: syscalls:sys_enter_getppid' >&2\n"
+        "exit 1\n"
+    )
+    works = tmp_path / "works"
+    works.write_text('#!/bin/sh\ncase "$2" in *sys_enter_getppid*exit*) exit 0;; esac\nexit 3\n')
+    for f in (refused, works):
+        f.chmod(0o755)
+    why = _probe_bpftrace(refused)
+    assert why is not None and "tracepoint not found: syscalls:sys_enter_getppid" in why
+    assert why.startswith("bpftrace cannot trace system calls here (exit 1")
+    assert _probe_bpftrace(works) is None, "a program with the syscall tracepoint and exit() ran"
