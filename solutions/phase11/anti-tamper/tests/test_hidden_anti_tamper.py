@@ -320,6 +320,23 @@ def test_strings_no_plain_piece(program: Any, challenge: bytes) -> None:
                 )
 
 
+@pytest.mark.kata_gate(
+    "a secret is in the program file with its bytes spread out at a fixed stride"
+)
+def test_strings_no_strided_copy(program: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    for i, s in enumerate(program.secrets):
+        for stride in range(2, 9):
+            for start in range(stride):
+                column = program.data[start::stride]
+                for name, enc in (("forward", s), ("reversed", s[::-1])):
+                    at = column.find(enc)
+                    assert at < 0, (
+                        f"guard_secret: secret {i} ({s.decode()}) is in the program file {name}, "
+                        f"one byte every {stride}, from byte {start + at * stride:#x}"
+                    )
+
+
 def masked_hits(data: bytes, secret: bytes) -> list[str]:
     """Where secret lies in data under a byte mask a known-plaintext scan recovers: XOR or
     subtraction with a mask of period 1..8, or with a mask that steps by a constant."""
