@@ -41,10 +41,12 @@ int guard_tracer(void);
 int guard_secret(int index, const unsigned char digest[GUARD_DIGEST_SIZE], unsigned char *out,
                  size_t cap);
 
-/* failsafe: called once, first thing in main: no core dumps, not dumpable. GUARD_OK when done. */
+/* failsafe: called once, first thing in main: no core dumps, not dumpable. GUARD_OK when done;
+ * anything else and main.c refuses to run (guard_fail("harden")). */
 int guard_harden(void);
 
-/* failsafe: the end of a program that detected tampering; `check` is "integrity" or "tracer".
+/* failsafe: the end of a program that detected tampering; `check` is "integrity", "tracer" or
+ * "harden".
  * Wipe what the guard holds, say which check failed on stderr (one line naming it), and end the
  * process at once with status GUARD_EXIT_TAMPERED, writing nothing to stdout and flushing no
  * stdio buffer. It does not return (a stub returns GUARD_TODO). */

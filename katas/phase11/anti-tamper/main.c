@@ -288,7 +288,10 @@ out:
 int main(int argc, char **argv) {
     atexit(after_refusal);
     int r = guard_harden();
-    if (r == GUARD_TODO) fprintf(stderr, "KATA_TODO guard_harden (skipped)\n");
+    if (r == GUARD_TODO)
+        fprintf(stderr, "KATA_TODO guard_harden (skipped)\n");
+    else if (r != GUARD_OK)
+        kata_refuse("harden"); /* a program that cannot protect its memory keeps no secret */
     if (argc == 3) return request(argv[1], argv[2]);
     if (argc != 2 || strcmp(argv[1], "--serve") != 0) {
         fprintf(stderr, "usage: %s INDEX CHALLENGE_HEX | %s --serve\n", argv[0], argv[0]);
