@@ -27,11 +27,11 @@ use crate::sha256::hmac_sha256;
 /// - cpu: /proc/cpuinfo's first `model name` and first `flags` lines, as
 ///   "<model>|<flags lower-cased, sorted, deduplicated, joined by one space>"; absent without a
 ///   model name. Nothing else of cpuinfo (MHz and bogomips change from read to read).
-/// - mac: each /sys/class/net/<if> that is a physical card: not lo, docker*, veth*, virbr*; has a
-///   `device` entry; no `bridge` entry; addr_assign_type (when present) is 0 (the burned-in
-///   address). Its `address` with ':', '-', '.' removed must be 12 hex digits, not all zero, its
-///   first octet neither multicast (bit 0) nor locally administered (bit 1); written
-///   "aa:bb:cc:dd:ee:ff".
+/// - mac: each /sys/class/net/<if> that is a physical card: it has a `device` entry (lo, bridges,
+///   docker0, veth pairs, bonds and tunnels have none) and no `bridge` entry; its
+///   addr_assign_type (when present) is 0 (the burned-in address). Its `address` with ':', '-',
+///   '.' removed must be 12 hex digits, not all zero, its first octet neither multicast (bit 0)
+///   nor locally administered (bit 1); written "aa:bb:cc:dd:ee:ff".
 /// - disk: each /sys/block/<dev> with a `device` entry, whose name does not start with loop, ram,
 ///   zram, dm-, md, nbd or sr, and whose `removable` is not 1: device/serial, or device/wwid when
 ///   the serial is absent.

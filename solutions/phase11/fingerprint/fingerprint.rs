@@ -86,8 +86,8 @@ fn macs(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for name in entries(&net) {
         let dev = net.join(&name);
-        let virtual_name = name == "lo" || ["docker", "veth", "virbr"].iter().any(|p| name.starts_with(p));
-        if virtual_name || !exists(&dev.join("device")) || exists(&dev.join("bridge")) {
+        // lo, bridges, docker0, veth pairs, bonds, tunnels: made by software, no `device` link
+        if !exists(&dev.join("device")) || exists(&dev.join("bridge")) {
             continue;
         }
         // addr_assign_type: 0 = the permanent (burned-in) address; 1 random, 2 stolen, 3 set

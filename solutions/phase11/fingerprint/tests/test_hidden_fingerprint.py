@@ -84,13 +84,7 @@ def expected(m: Any) -> Comps:
     if m.cpu is not None and m.cpu.model is not None and (model := value(m.cpu.model)) is not None:
         out.add(("cpu", model + "|" + " ".join(sorted({f.lower() for f in m.cpu.flags}))))
     for nic in m.nics:
-        virtual = nic.name == "lo" or nic.name.startswith(("docker", "veth", "virbr"))
-        if (
-            virtual
-            or not nic.device
-            or nic.bridge
-            or (nic.assign_type is not None and nic.assign_type != "0")
-        ):
+        if not nic.device or nic.bridge or (nic.assign_type is not None and nic.assign_type != "0"):
             continue
         if (v := mac_value(nic.address)) is not None:
             out.add(("mac", v))
@@ -213,6 +207,8 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
         m.machine_id = m.machine_id.upper()
     elif pick < 0.3:
         m.machine_id = m.machine_id[:20] + "\n"  # not a machine-id: absent
+    elif pick < 0.45:  # a stale D-Bus copy beside a valid /etc/machine-id: /etc's wins
+        m.dbus_machine_id = "".join(rng.choice("0123456789abcdef") for _ in range(32)) + "\n"
     for name in DMI:
         r = rng.random()
         if r < 0.15:
@@ -233,6 +229,8 @@ def messy_machine(F: Any, rng: random.Random) -> Any:
     m.cpu.mhz = rng.uniform(800, 4000)
     if rng.random() < 0.1:
         m.cpu.model = None
+    elif rng.random() < 0.1:  # some boards' firmware leaves the CPU's brand string unset
+        m.cpu.model = recase(rng, rng.choice(["To Be Filled By O.E.M.", "Unknown", "  "]))
     names = rng.sample(PHYSICAL_NIC_NAMES, len(PHYSICAL_NIC_NAMES))
     for nic in m.nics:
         nic.address = mac_format(rng, nic.address)
@@ -346,8 +344,9 @@ def test_collect_placeholders(
         for d in m.disks:
             d.serial, d.wwid = recase(r, ph), None
         m.gpus[0].uuid = recase(r, ph)
+        m.cpu.model = recase(r, ph)
         got = lib.collect(tree(F, m, tmp_path, f"p{i}"))
-        kinds = sorted({k for k, _ in got} - {"machine-id", "cpu", "mac"})
+        kinds = sorted({k for k, _ in got} - {"machine-id", "mac"})
         assert kinds == [], (
             f"collect reported {kinds} where every value is the placeholder {ph!r}: {got}"
         )
@@ -387,6 +386,29 @@ def test_collect_no_panic_on_odd_files(
     got = lib.collect(root)
     want = expected(m)
     assert got == want, f"collect on unreadable and odd files:\nexpected {want}\n     got {got}"
+
+
+def test_collect_machine_id_sources(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
+    r = kata_random
+    a, b = ("".join(r.choice("0123456789abcdef") for _ in range(32)) for _ in range(2))
+    cases = [  # (/etc/machine-id, /var/lib/dbus/machine-id, expected)
+        (a.upper() + "\n", b + "\n", a),
+        (None, b + "\n", b),
+        ("uninitialized\n", b + "\n", b),
+        ("\n", "  " + b.upper() + "  \n", b),
+        (a[:31] + "\n", b + "g\n", None),
+    ]
+    for i, (etc, dbus, want) in enumerate(cases):
+        m = fakeroot.Machine(machine_id=etc, dbus_machine_id=dbus)
+        got = [
+            v for k, v in lib.collect(tree(fakeroot, m, tmp_path, f"id{i}")) if k == "machine-id"
+        ]
+        assert got == ([want] if want else []), (
+            f"collect's machine-id with /etc/machine-id {etc!r} and /var/lib/dbus/machine-id {dbus!r}: "
+            f"{got}, expected {[want] if want else []}"
+        )
 
 
 @pytest.mark.kata_gate("collect reports components that are not in the tree under root")
