@@ -1,33 +1,14 @@
-"""Interview prep: GPU fundamentals — the reference answers. The options a question offers are the module's constants: answer with those very
+"""Interview prep: GPU fundamentals — the reference answers. The options a question offers are questions.py's constants: answer with those very
 strings. Your answers are checked by hidden tests, and each one is explained in the summary
 once it is right (`pytest katas/interview-prep/gpu-fundamentals`).
 """
 
 from __future__ import annotations
 
+from .questions import BANDWIDTH_OPTIONS, NVCC_OPTIONS, PER_SM_OPTIONS  # noqa: F401
+
+
 # ------------------------------------------------------------------------------ architecture
-BANDWIDTH_OPTIONS = (
-    "HBM3",
-    "L2 cache",
-    "InfiniBand NDR port",
-    "shared memory (all SMs)",
-    "PCIe Gen5 x16",
-    "register files (all SMs)",
-    "NVLink 4 (all links)",
-)
-
-PER_SM_OPTIONS = (
-    "register file",
-    "L2 cache",
-    "warp schedulers",
-    "tensor cores",
-    "HBM memory controllers",
-    "L1 / shared memory",
-    "copy engines (DMA)",
-    "GigaThread engine (block scheduler)",
-)
-
-
 def warp_size() -> int:
     """Worked example (its answer is in the README): how many threads does an NVIDIA warp have?"""
     return 32
@@ -67,16 +48,6 @@ def divergence_issue_slots() -> int:
 
 
 # ------------------------------------------------------------------------------ cuda
-NVCC_OPTIONS = (
-    "ptxas: PTX to SASS",
-    "host compiler (gcc) builds the host code",
-    "cicc: NVVM IR to PTX",
-    "cudafe++: splits host and device code",
-    "fatbinary: packs SASS and PTX",
-    "C preprocessor",
-)
-
-
 def max_threads_per_block() -> int:
     """Worked example (its answer is in the README): the most threads a CUDA block may have."""
     return 1024

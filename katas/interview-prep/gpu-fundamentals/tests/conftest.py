@@ -12,3 +12,9 @@ import pytest
 def answers(kata: Any) -> Any:
     """answers.py (yours): one function per question."""
     return kata.module("answers")
+
+
+@pytest.fixture(scope="module")
+def questions(kata: Any) -> Any:
+    """questions.py (given): the options the questions offer."""
+    return kata.module("questions")

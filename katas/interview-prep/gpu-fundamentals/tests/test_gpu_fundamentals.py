@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def test_architecture_worked_example_warp_size(answers: Any, kata_explain: Any) -> None:
+def test_worked_warp_size(answers: Any, kata_explain: Any) -> None:
     assert answers.warp_size() == 32, "warp_size: the README's worked example says 32"
     kata_explain("32 threads share one instruction stream on every NVIDIA GPU since Tesla (2006).")
 
 
-def test_cuda_worked_example_max_threads(answers: Any, kata_explain: Any) -> None:
+def test_worked_max_threads(answers: Any, kata_explain: Any) -> None:
     assert answers.max_threads_per_block() == 1024, (
         "max_threads_per_block: the README's worked example says 1024"
     )

@@ -27,7 +27,7 @@ def ordered(name: str, got: Any, options: tuple[str, ...], want: list[str]) -> N
 
 
 # ------------------------------------------------------------------------------ architecture
-def test_architecture_bandwidth_order(answers: Any, kata_explain: Any) -> None:
+def test_bandwidth_order(answers: Any, questions: Any, kata_explain: Any) -> None:
     want = [
         "register files (all SMs)",
         "shared memory (all SMs)",
@@ -37,7 +37,7 @@ def test_architecture_bandwidth_order(answers: Any, kata_explain: Any) -> None:
         "PCIe Gen5 x16",
         "InfiniBand NDR port",
     ]
-    ordered("bandwidth_order", answers.bandwidth_order(), answers.BANDWIDTH_OPTIONS, want)
+    ordered("bandwidth_order", answers.bandwidth_order(), questions.BANDWIDTH_OPTIONS, want)
     kata_explain(
         "Each level down is roughly an order of magnitude: the register files feed every FMA "
         "(hundreds of TB/s across 132 SMs), shared memory/L1 ~30 TB/s aggregate, L2 ~10 TB/s, "
@@ -47,7 +47,7 @@ def test_architecture_bandwidth_order(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_architecture_ridge_point(answers: Any, kata_explain: Any) -> None:
+def test_ridge_point(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.ridge_point()
     assert isinstance(got, int | float), f"ridge_point: return a number, got {got!r}"
     assert got == pytest.approx(295.2, rel=0.02), (
@@ -61,10 +61,10 @@ def test_architecture_ridge_point(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_architecture_per_sm_units(answers: Any, kata_explain: Any) -> None:
+def test_units_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.per_sm_units()
     assert isinstance(got, set | frozenset), f"per_sm_units: return a set, got {got!r}"
-    options_only("per_sm_units", got, answers.PER_SM_OPTIONS)
+    options_only("per_sm_units", got, questions.PER_SM_OPTIONS)
     want = {"register file", "warp schedulers", "tensor cores", "L1 / shared memory"}
     assert got == want, f"per_sm_units: not the right set ({len(got & want)} of yours are right)"
     kata_explain(
@@ -75,7 +75,7 @@ def test_architecture_per_sm_units(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_architecture_divergence_issue_slots(answers: Any, kata_explain: Any) -> None:
+def test_divergence_issue_slots(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.divergence_issue_slots()
     assert type(got) is int, f"divergence_issue_slots: return an int, got {got!r}"
     assert got == 20, f"divergence_issue_slots: {got} is not the number of issue slots"
@@ -88,7 +88,7 @@ def test_architecture_divergence_issue_slots(answers: Any, kata_explain: Any) ->
 
 
 # ------------------------------------------------------------------------------ cuda
-def test_cuda_blocks_per_sm(answers: Any, kata_explain: Any) -> None:
+def test_occupancy_blocks_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.blocks_per_sm()
     assert type(got) is int, f"blocks_per_sm: return an int, got {got!r}"
     assert got == 3, f"blocks_per_sm: {got} blocks is not what the tightest limit allows"
@@ -100,7 +100,7 @@ def test_cuda_blocks_per_sm(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_cuda_sectors_per_request(answers: Any, kata_explain: Any) -> None:
+def test_sectors_per_request(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.sectors_per_request()
     assert isinstance(got, list) and len(got) == 4, (
         f"sectors_per_request: return four counts (stride 1, 2, 8, 32), got {got!r}"
@@ -115,7 +115,7 @@ def test_cuda_sectors_per_request(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_cuda_bank_conflict_ways(answers: Any, kata_explain: Any) -> None:
+def test_banks_conflict_ways(answers: Any, questions: Any, kata_explain: Any) -> None:
     got = answers.bank_conflict_ways()
     assert isinstance(got, list) and len(got) == 4, (
         f"bank_conflict_ways: return four counts (W = 32, 33, 64, 16), got {got!r}"
@@ -129,7 +129,7 @@ def test_cuda_bank_conflict_ways(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_cuda_nvcc_order(answers: Any, kata_explain: Any) -> None:
+def test_nvcc_order(answers: Any, questions: Any, kata_explain: Any) -> None:
     want = [
         "C preprocessor",
         "cudafe++: splits host and device code",
@@ -138,7 +138,7 @@ def test_cuda_nvcc_order(answers: Any, kata_explain: Any) -> None:
         "fatbinary: packs SASS and PTX",
         "host compiler (gcc) builds the host code",
     ]
-    ordered("nvcc_order", answers.nvcc_order(), answers.NVCC_OPTIONS, want)
+    ordered("nvcc_order", answers.nvcc_order(), questions.NVCC_OPTIONS, want)
     kata_explain(
         "nvcc -dryrun shows it: cpp, cudafe++ (splits the .cu into a device part and a host "
         ".cudafe1.cpp), cicc (the LLVM-based front end, NVVM IR to PTX), ptxas (PTX to SASS for "
