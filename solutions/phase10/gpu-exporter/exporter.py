@@ -141,17 +141,15 @@ class Exporter:
     def _xid_events(self, h: Any) -> Any:
         """An event set registered for this GPU's XIDs, or None where NVML has none for it (a
         GPU or a container without event support: its XIDs are then not counted)."""
-        nvml = self.nvml
+        nvml, es = self.nvml, None
         try:
             es = nvml.nvmlEventSetCreate()
-        except nvml.NVMLError:
-            return None
-        try:
             nvml.nvmlDeviceRegisterEvents(h, nvml.nvmlEventTypeXidCriticalError, es)
+            return es
         except nvml.NVMLError:
-            nvml.nvmlEventSetFree(es)
-            return None
-        return es
+            if es is not None:
+                nvml.nvmlEventSetFree(es)  # a set that watches nothing would leak until exit
+        return None
 
     def _drain(self, i: int) -> None:
         """Count the XID events pending for GPU i (the exporter's own counter: NVML keeps none)."""

@@ -110,13 +110,16 @@ def get() -> Any:
 
 
 # ------------------------------------------------------------------------------ the exposition
+# Blanks (spaces, tabs) may separate tokens, as the format allows; none may end a line (Prometheus'
+# parser refuses that).
 NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
-LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+B = r"[ \t]*"
+LABEL = rf'[a-zA-Z_][a-zA-Z0-9_]*{B}={B}"(?:[^"\\\n]|\\[\\"n])*"'
 SAMPLE = re.compile(
-    rf"^(?P<name>{NAME})(?:\{{(?P<labels>(?:{LABEL})(?:,{LABEL})*,?)?\}})? "
-    r"(?P<value>\S+)(?: -?[0-9]+)?$"
+    rf"^(?P<name>{NAME}){B}(?:\{{{B}(?P<labels>{LABEL}(?:{B},{B}{LABEL})*{B},?)?{B}\}}{B}|[ \t]+)"
+    r"(?P<value>\S+)(?:[ \t]+-?[0-9]+)?$"
 )
-LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+LABEL_PAIR = re.compile(rf'([a-zA-Z_][a-zA-Z0-9_]*){B}={B}"((?:[^"\\\n]|\\[\\"n])*)"')
 TYPES = ("counter", "gauge", "histogram", "summary", "untyped")
 
 
@@ -158,7 +161,7 @@ def check_exposition(text: Any) -> Exposition:
     for n, line in enumerate(text.split("\n")[:-1], 1):
         where = f"line {n} ({line[:120]!r})"
         if line.startswith("#"):
-            m = re.match(rf"^# (HELP|TYPE) ({NAME})(?: (.*))?$", line)
+            m = re.match(rf"^#[ \t]+(HELP|TYPE)[ \t]+({NAME})(?:[ \t]+(.*))?$", line)
             if m is None:
                 continue  # another comment
             kind, fam, rest = m.group(1), m.group(2), m.group(3) or ""

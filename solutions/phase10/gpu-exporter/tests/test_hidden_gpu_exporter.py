@@ -197,6 +197,7 @@ def check_series(e: Any, want: dict[Any, float], who: str, exact: bool = False) 
     for k, v in want.items():
         got = e.samples[k]
         ok = got == v if exact else math.isclose(got, v, rel_tol=1e-9, abs_tol=1e-12)
+        ok = ok or (math.isnan(got) and math.isnan(v))
         assert ok, f"{who}: {show(k)} should be {v!r}, got {got!r}"
 
 
@@ -221,6 +222,9 @@ def random_snapshot(r: random.Random, snap: Any) -> Any:
                 r.randint(0, 10**6) / 1000,
                 r.randint(0, 3105) * 1e6,
                 2**40 + 1,
+                math.nan,
+                math.inf,
+                -math.inf,
             ]
         )
 
@@ -455,6 +459,25 @@ def test_collect_processes_that_exit(sim: Any, make_exporter: Any) -> None:
         f"GPU stays up; got pids {pids}, up={s.gpus[0].up}"
     )
     assert s.scrape_errors == 0, "collect(): a process that exited is not a scrape error"
+
+
+def test_collect_close_releases_nvml(sim: Any, exp: Any) -> None:
+    r = random_for()
+    for _ in range(3):
+        nvml = random_fleet(r, sim)
+        e = exp.Exporter(nvml)
+        e.collect()
+        e.close()
+        kept = [s for s in nvml._sets if not s.freed]
+        assert not kept, (
+            f"Exporter.close() should free every event set the exporter created (those of GPUs "
+            f"that refused XID events too); {len(kept)} of {len(nvml._sets)} still allocated "
+            f"({describe(nvml)})"
+        )
+        assert nvml._inits == 0, (
+            f"Exporter.close() should balance nvmlInit with nvmlShutdown; NVML is still "
+            f"initialised {nvml._inits} time(s)"
+        )
 
 
 # ------------------------------------------------------------------------------ counters
