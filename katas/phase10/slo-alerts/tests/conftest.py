@@ -1,0 +1,128 @@
+"""Fixtures of the slo-alerts tests, public and hidden: each defined once, here
+(docs/kata-layout.md). Tests never import kata code: they ask the `kata` fixture for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def slo_spec(kata: Any) -> Any:
+    """slo_spec.py (given): SLO, Spec, BurnAlert, POLICY, WINDOWS, RECORD, EXAMPLE, seconds."""
+    return kata.module("slo_spec")
+
+
+@pytest.fixture(scope="module")
+def traffic(kata: Any) -> Any:
+    """traffic.py (given): the simulated service's series (Phase, simulate)."""
+    return kata.module("traffic")
+
+
+@pytest.fixture(scope="module")
+def promtool(kata: Any) -> Any:
+    """promtool.py (given): check_rules, run_tests, rule_file, failures."""
+    return kata.module("promtool")
+
+
+@pytest.fixture(scope="module")
+def budget(kata: Any) -> Any:
+    """budget.py (yours): task "budget"."""
+    return kata.module("budget")
+
+
+@pytest.fixture(scope="module")
+def rules(kata: Any) -> Any:
+    """rules.py (yours): tasks "recording", "latency", "alerts"."""
+    return kata.module("rules")
+
+
+@dataclass
+class Story:
+    """One promtool test group: the series of a few SLOs' services and the checks on them,
+    each check with a sentence that says what it expects (the failure message)."""
+
+    step_s: int
+    series: list[dict[str, str]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    notes: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def add(self, expr: str, minute: int, samples: list[dict[str, Any]], note: str) -> None:
+        self.checks.append({"expr": expr, "eval_time": f"{minute}m", "exp_samples": samples})
+        self.notes[(expr, minute * 60)] = note
+
+    def firing(self, slo: str, minute: int, severities: set[str], why: str) -> None:
+        """At `minute`, the firing alerts of SLO `slo` are exactly one per severity in
+        `severities` (ALERTS{alertstate="firing"}, by the labels slo and severity)."""
+        expr = f'max by (slo, severity) (ALERTS{{alertstate="firing",slo="{slo}"}})'
+        samples = [{"labels": f'{{slo="{slo}",severity="{s}"}}', "value": 1} for s in severities]
+        want = " and ".join(sorted(severities)) or "no alert"
+        self.add(expr, minute, samples, f"{why}: at {minute} min, {slo} should fire {want}")
+
+    def never(self, slo: str, minute: int, why: str) -> None:
+        """No alert of `slo` fired at any evaluation up to `minute`."""
+        expr = f'count by (slo, severity) (count_over_time(ALERTS{{alertstate="firing",slo="{slo}"}}[{minute}m]))'
+        self.add(expr, minute, [], f"{why}: {slo} should never fire in the first {minute} min")
+
+    def ratio(self, slo: str, window: str, minute: int, wants: list[float], why: str) -> None:
+        """slo:error_ratio:rate<window>{slo=...} at `minute` is one of `wants` (relative 1e-6)."""
+        got = f'sum by (slo) (slo:error_ratio:rate{window}{{slo="{slo}"}})'
+        terms = " + ".join(
+            f"(abs({got} - {w!r}) <= bool {1e-9 + 1e-6 * abs(w)!r})" for w in dict.fromkeys(wants)
+        )
+        expr = f"clamp_max({terms}, 1)"
+        want = " or ".join(f"{w:.6g}" for w in dict.fromkeys(wants))
+        self.add(
+            expr,
+            minute,
+            [{"labels": f'{{slo="{slo}"}}', "value": 1}],
+            f"{why}: slo:error_ratio:rate{window}{{slo={slo!r}}} at {minute} min should be {want}",
+        )
+
+    def group(self) -> dict[str, Any]:
+        return {
+            "interval": f"{self.step_s}s",
+            "input_series": self.series,
+            "promql_expr_test": self.checks,
+        }
+
+
+def _seconds(go: str) -> int:
+    """A Go duration as promtool prints it ("2h5m0s", "1d", "90m") in seconds."""
+    import re
+
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return int(sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)(ms|[smhdwy])", go)))
+
+
+class Lab:
+    """Runs stories through promtool and words what failed."""
+
+    def __init__(self, promtool: Any) -> None:
+        self.promtool = promtool
+
+    def run(
+        self, rules: dict[str, Any], stories: list[Story], evaluation_interval: str
+    ) -> list[str]:
+        """The failed checks' sentences (empty: every check passed)."""
+        ok, out = self.promtool.run_tests(rules, [s.group() for s in stories], evaluation_interval)
+        if ok:
+            return []
+        notes: dict[tuple[str, int], str] = {}
+        for s in stories:
+            notes.update(s.notes)
+        said = []
+        for expr, when, _exp, got in self.promtool.failures(out):
+            note = notes.get((expr, _seconds(when)), f"{expr} at {when}")
+            said.append(f"{note} (promtool got: {got or 'nothing'})")
+        return said or [f"promtool test rules failed:\n{out[-2000:]}"]
+
+
+@pytest.fixture(scope="module")
+def lab(promtool: Any) -> Lab:
+    """Story (one promtool test group) and Lab (runs stories, words failures)."""
+    lab = Lab(promtool)
+    lab.Story = Story  # type: ignore[attr-defined]
+    return lab
