@@ -16,6 +16,9 @@
  *
  * Exit status: 0 answered; 2 bad usage; 3 (GUARD_EXIT_TAMPERED) tampering detected;
  * 99 a stub was reached ("KATA_TODO <function>" on stderr).
+ *
+ * The probes use raw system calls and helpers of this file only, never a libc function that a
+ * function of the same name in guard.c would replace: what they report is the process's.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -40,6 +43,40 @@ unsigned char kata_seal[GUARD_DIGEST_SIZE] = "unsealed: run tamper.py seal it";
 
 #define CHALLENGE_MAX 256
 
+/* Raw system calls: what the probes report cannot be changed by a function of the same name. */
+static long raw3(long nr, long a, long b, long c) {
+#if defined(__x86_64__)
+    long ret;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
+                  x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+    return x0;
+#else
+    return syscall(nr, a, b, c);
+#endif
+}
+
+static long raw4(long nr, long a, long b, long c, long d) {
+#if defined(__x86_64__)
+    long ret;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
+                  x2 __asm__("x2") = c, x3 __asm__("x3") = d;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
+    return x0;
+#else
+    return syscall(nr, a, b, c, d);
+#endif
+}
+
+
 static void todo(const char *function) {
     fprintf(stderr, "KATA_TODO %s\n", function);
     fflush(stderr);
@@ -48,9 +85,18 @@ static void todo(const char *function) {
 
 static volatile int refusing;
 
-/* exit() runs this; guard_fail must end the process without it (_exit). */
-static void after_refusal(void) {
-    if (refusing) fprintf(stderr, "main.c: atexit handlers ran after the refusal\n");
+static long text_length(const char *s) {
+    long n = 0;
+    while (s[n]) n++;
+    return n;
+}
+
+static void say(int fd, const char *s) { raw3(SYS_write, fd, (long)s, text_length(s)); }
+
+/* exit() runs destructors and atexit handlers; guard_fail must end the process without them
+ * (_exit). A destructor, not atexit(): no function of guard.c can unregister it. */
+__attribute__((destructor)) static void after_refusal(void) {
+    if (refusing) say(2, "main.c: exit handlers ran after the refusal\n");
 }
 
 /* The refusal: guard_fail must not return. Kept out of line, so the tests can patch it. */
@@ -107,16 +153,14 @@ static int answer(int index, const unsigned char *challenge, size_t clen,
     return 0;
 }
 
+static int hex_digit(char c);
+static long unhex_raw(const char *s, unsigned char *out, long cap);
+
 static int unhex(const char *s, unsigned char *out, size_t cap) {
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) n--;
-    if (n % 2 || n / 2 > cap) return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
-        out[i] = (unsigned char)v;
-    }
-    return (int)(n / 2);
+    long n = unhex_raw(s, out, (long)cap);
+    while (*s == ' ') s++;
+    if (n < 0 || s[2 * n] != 0) return -1; /* an odd digit or a stray character */
+    return (int)n;
 }
 
 static int request(const char *index_text, const char *hex) {
@@ -138,155 +182,217 @@ static int request(const char *index_text, const char *hex) {
     return 0;
 }
 
-/* Raw system calls: what the probes report cannot be changed by a function of the same name. */
-static long raw3(long nr, long a, long b, long c) {
-#if defined(__x86_64__)
-    long ret;
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
-    return ret;
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
-                  x2 __asm__("x2") = c;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
-    return x0;
-#else
-    return syscall(nr, a, b, c);
-#endif
+static char *put_long(char *p, long v) {
+    char digits[24];
+    int n = 0;
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    if (v < 0) *p++ = '-';
+    do digits[n++] = (char)('0' + u % 10); while ((u /= 10) != 0);
+    while (n > 0) *p++ = digits[--n];
+    return p;
 }
 
-static long raw4(long nr, long a, long b, long c, long d) {
-#if defined(__x86_64__)
-    long ret;
-    register long r10 __asm__("r10") = d;
-    __asm__ volatile("syscall" : "=a"(ret) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-                     : "rcx", "r11", "memory");
-    return ret;
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = nr, x0 __asm__("x0") = a, x1 __asm__("x1") = b,
-                  x2 __asm__("x2") = c, x3 __asm__("x3") = d;
-    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory");
-    return x0;
-#else
-    return syscall(nr, a, b, c, d);
-#endif
+static char *put_text(char *p, const char *s) {
+    while (*s) *p++ = *s++;
+    return p;
+}
+
+static void say_number(const char *label, long v) {
+    char line[64], *p = put_long(put_text(line, label), v);
+    *p++ = '\n';
+    *p = 0;
+    say(1, line);
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A hex number at *s, moving *s past it; -1 when there is none. */
+static long hex_number(const char **s) {
+    long v = 0;
+    int any = 0, d;
+    while (**s == ' ') (*s)++;
+    while ((d = hex_digit(**s)) >= 0) v = v * 16 + d, (*s)++, any = 1;
+    return any ? v : -1;
+}
+
+static int contains(const char *line, const char *word) {
+    for (; *line; line++) {
+        int i = 0;
+        while (word[i] && line[i] == word[i]) i++;
+        if (!word[i]) return 1;
+    }
+    return 0;
 }
 
 static void probe(void) {
     struct rlimit core = {0, 0};
     long dumpable = raw3(SYS_prctl, PR_GET_DUMPABLE, 0, 0);
     long r = raw4(SYS_prlimit64, 0, RLIMIT_CORE, 0, (long)&core);
-    printf("dumpable=%ld core=%lld\n", dumpable, r == 0 ? (long long)core.rlim_cur : -1LL);
-    fflush(stdout);
+    char line[96], *p = put_long(put_text(line, "dumpable="), dumpable);
+    p = put_long(put_text(p, " core="), r == 0 ? (long)core.rlim_cur : -1);
+    *p++ = '\n';
+    *p = 0;
+    say(1, line);
 }
 
 static char maps[1 << 16];
 
-/* How many places of readable memory hold needle (given XOR 0xA5). */
-static void scan(const char *hex) {
-    unsigned char needle[GUARD_SECRET_MAX];
-    int n = unhex(hex, needle, sizeof needle);
-    long found = 0, got = 0, r;
+/* /proc/self/maps into maps[], with raw system calls; its length, or -1. */
+static long read_maps(void) {
+    long got = 0, r;
     int fd = (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY, 0);
-    if (n <= 0 || fd < 0) {
-        printf("found -1\n");
-        fflush(stdout);
-        return;
-    }
+    if (fd < 0) return -1;
     while ((r = raw3(SYS_read, fd, (long)(maps + got), (long)sizeof maps - 1 - got)) > 0) got += r;
     raw3(SYS_close, fd, 0, 0);
     maps[got] = 0;
-    for (char *line = maps; line && *line;) {
-        char *next = strchr(line, '\n');
-        if (next) *next++ = 0;
-        unsigned long lo, hi;
-        char perms[5] = "";
-        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && perms[0] == 'r' &&
-            !strstr(line, "[vvar") && !strstr(line, "[vsyscall]")) {
-            const unsigned char *m = (const unsigned char *)lo;
-            for (unsigned long i = 0; i + (unsigned long)n <= hi - lo; i++) {
-                int j = 0;
-                while (j < n && (unsigned char)(m[i + j] ^ 0xA5) == needle[j]) j++;
-                found += j == n;
-            }
-        }
-        line = next;
-    }
-    printf("found %ld\n", found);
-    fflush(stdout);
+    return got;
 }
 
-struct poke_at {
-    unsigned long offset;
-    unsigned long address;
-};
-
-static int find_offset(struct dl_phdr_info *info, size_t size, void *data) {
-    struct poke_at *at = data;
-    (void)size;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && ph->p_offset <= at->offset &&
-            at->offset < ph->p_offset + ph->p_filesz)
-            at->address = info->dlpi_addr + ph->p_vaddr + (at->offset - ph->p_offset);
-    }
+/* One line of maps: "lo-hi perms offset ...", the line cut at its end; 0 when malformed. */
+static int map_line(char **cursor, unsigned long *lo, unsigned long *hi, char perms[5],
+                    unsigned long *offset, char **line) {
+    char *p = *cursor, *end = p;
+    while (*end && *end != '\n') end++;
+    *cursor = *end ? end + 1 : end;
+    *end = 0;
+    *line = p;
+    const char *q = p;
+    long a = hex_number(&q);
+    if (a < 0 || *q++ != '-') return 0;
+    long b = hex_number(&q);
+    if (b < 0 || *q++ != ' ') return 0;
+    for (int i = 0; i < 4; i++) perms[i] = *q ? *q++ : '-';
+    perms[4] = 0;
+    long off = hex_number(&q);
+    if (off < 0) return 0;
+    *lo = (unsigned long)a, *hi = (unsigned long)b, *offset = (unsigned long)off;
     return 1;
 }
 
+static long unhex_raw(const char *s, unsigned char *out, long cap) {
+    long n = 0;
+    int hi, lo;
+    while (*s == ' ') s++;
+    while ((hi = hex_digit(s[0])) >= 0 && (lo = hex_digit(s[1])) >= 0) {
+        if (n == cap) return -1;
+        out[n++] = (unsigned char)(hi * 16 + lo);
+        s += 2;
+    }
+    return n;
+}
+
+/* How many places of readable memory hold needle (given XOR 0xA5). */
+static void scan(const char *hex) {
+    unsigned char needle[GUARD_SECRET_MAX];
+    long n = unhex_raw(hex, needle, sizeof needle), found = 0;
+    if (n <= 0 || read_maps() < 0) {
+        say(1, "found -1\n");
+        return;
+    }
+    for (char *cursor = maps; *cursor;) {
+        unsigned long lo, hi, offset;
+        char perms[5], *line;
+        if (!map_line(&cursor, &lo, &hi, perms, &offset, &line) || perms[0] != 'r' ||
+            contains(line, "[vvar") || contains(line, "[vsyscall]"))
+            continue;
+        const unsigned char *m = (const unsigned char *)lo;
+        for (unsigned long i = 0; i + (unsigned long)n <= hi - lo; i++) {
+            long j = 0;
+            while (j < n && (unsigned char)(m[i + j] ^ 0xA5) == needle[j]) j++;
+            found += j == n;
+        }
+    }
+    say_number("found ", found);
+}
+
 /* Change one byte of this process's code as a debugger would: through /proc/self/mem, which
- * writes past the page protection (a process may always write its own memory there). */
+ * writes past the page protection (a process may always write its own memory there). The
+ * code mapping is the one that holds this very function. */
 static void poke(const char *args) {
-    struct poke_at at = {0, 0};
-    unsigned mask = 0;
+    const char *q = args;
+    long offset = hex_number(&q), mask = hex_number(&q);
+    unsigned long here = (unsigned long)&poke, address = 0;
     unsigned char byte;
     int ok = 0;
-    if (sscanf(args, "%lx %x", &at.offset, &mask) == 2) dl_iterate_phdr(find_offset, &at);
-    int fd = at.address ? (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR, 0) : -1;
+    if (offset >= 0 && mask > 0 && read_maps() >= 0) {
+        for (char *cursor = maps; *cursor;) {
+            unsigned long lo, hi, off;
+            char perms[5], *line;
+            if (map_line(&cursor, &lo, &hi, perms, &off, &line) && perms[2] == 'x' &&
+                lo <= here && here < hi && off <= (unsigned long)offset &&
+                (unsigned long)offset < off + (hi - lo))
+                address = lo + ((unsigned long)offset - off);
+        }
+    }
+    int fd = address ? (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR, 0) : -1;
     if (fd >= 0) {
-        if (raw4(SYS_pread64, fd, (long)&byte, 1, (long)at.address) == 1) {
+        if (raw4(SYS_pread64, fd, (long)&byte, 1, (long)address) == 1) {
             byte ^= (unsigned char)mask;
-            ok = raw4(SYS_pwrite64, fd, (long)&byte, 1, (long)at.address) == 1;
+            ok = raw4(SYS_pwrite64, fd, (long)&byte, 1, (long)address) == 1;
         }
         raw3(SYS_close, fd, 0, 0);
     }
-    printf(ok ? "poked\n" : "poke failed\n");
-    fflush(stdout);
+    say(1, ok ? "poked\n" : "poke failed\n");
 }
 
 /* A tracer attaches between two requests, as `gdb -p PID` would. The program makes itself
  * dumpable for that moment (a debugger with CAP_SYS_PTRACE needs no such help), then restores
- * what guard_harden set. The child traces until the program ends, and dies with it. */
+ * what guard_harden set. The child (raw clone: it runs nothing but system calls) traces until
+ * the program ends, and dies with it. */
 static void attach(void) {
     int fds[2];
     char c = 'n';
     long was = raw3(SYS_prctl, PR_GET_DUMPABLE, 0, 0);
-    pid_t parent = getpid();
-    if (pipe(fds) != 0) goto out;
+    long parent = raw3(SYS_getpid, 0, 0, 0);
+    if (raw3(SYS_pipe2, (long)fds, 0, 0) != 0) goto out;
     raw3(SYS_prctl, PR_SET_DUMPABLE, 1, 0);
-    pid_t child = fork();
+    long child = raw3(SYS_clone, SIGCHLD, 0, 0);
     if (child == 0) {
-        close(fds[0]);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        c = ptrace(PTRACE_SEIZE, parent, 0, 0) == 0 ? 'y' : 'n';
-        if (write(fds[1], &c, 1) != 1 || c != 'y') _exit(1);
+        raw3(SYS_close, fds[0], 0, 0);
+        raw3(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0);
+        c = raw4(SYS_ptrace, PTRACE_SEIZE, parent, 0, 0) == 0 ? 'y' : 'n';
+        if (raw3(SYS_write, fds[1], (long)&c, 1) != 1 || c != 'y') raw3(SYS_exit_group, 1, 0, 0);
         for (;;) {
-            int st;
-            if (waitpid(parent, &st, __WALL) != parent || WIFEXITED(st) || WIFSIGNALED(st))
-                _exit(0);
-            int sig = WIFSTOPPED(st) && WSTOPSIG(st) != SIGTRAP && !(st >> 16) ? WSTOPSIG(st) : 0;
-            ptrace(PTRACE_CONT, parent, 0, (void *)(long)sig);
+            int st = 0;
+            if (raw4(SYS_wait4, parent, (long)&st, __WALL, 0) != parent || WIFEXITED(st) ||
+                WIFSIGNALED(st))
+                raw3(SYS_exit_group, 0, 0, 0);
+            long sig = WIFSTOPPED(st) && WSTOPSIG(st) != SIGTRAP && !(st >> 16) ? WSTOPSIG(st) : 0;
+            raw4(SYS_ptrace, PTRACE_CONT, parent, 0, sig);
         }
     }
-    close(fds[1]);
-    if (child < 0 || read(fds[0], &c, 1) != 1) c = 'n';
-    close(fds[0]);
+    raw3(SYS_close, fds[1], 0, 0);
+    if (child < 0 || raw3(SYS_read, fds[0], (long)&c, 1) != 1) c = 'n';
+    raw3(SYS_close, fds[0], 0, 0);
 out:
     raw3(SYS_prctl, PR_SET_DUMPABLE, was, 0);
-    printf(c == 'y' ? "attached\n" : "attach failed\n");
-    fflush(stdout);
+    say(1, c == 'y' ? "attached\n" : "attach failed\n");
+}
+
+static int starts_with(const char *line, const char *word) {
+    while (*word && *line == *word) line++, word++;
+    return !*word;
+}
+
+/* One line of stdin without its newline, read with raw system calls (a byte at a time: the
+ * requests are short); 0 at the end of the input. */
+static int read_line(char *line, long cap) {
+    long n = 0;
+    char c = 0;
+    while (raw3(SYS_read, 0, (long)&c, 1) == 1) {
+        if (c == '\n') break;
+        if (n < cap - 1) line[n++] = c;
+    }
+    line[n] = 0;
+    return n > 0 || c == '\n';
 }
 
 int main(int argc, char **argv) {
-    atexit(after_refusal);
     int r = guard_harden();
     if (r == GUARD_TODO)
         fprintf(stderr, "KATA_TODO guard_harden (skipped)\n");
@@ -298,18 +404,20 @@ int main(int argc, char **argv) {
         return 2;
     }
     char line[2 * CHALLENGE_MAX + 64];
-    while (fgets(line, sizeof line, stdin)) {
-        char a[32], b[2 * CHALLENGE_MAX + 8];
-        if (strncmp(line, "probe", 5) == 0) {
+    while (read_line(line, sizeof line)) {
+        char *space = line;
+        while (*space && *space != ' ') space++;
+        if (starts_with(line, "probe")) {
             probe();
-        } else if (sscanf(line, "scan %140s", b) == 1) {
-            scan(b);
-        } else if (strncmp(line, "poke ", 5) == 0) {
+        } else if (starts_with(line, "scan ")) {
+            scan(line + 5);
+        } else if (starts_with(line, "poke ")) {
             poke(line + 5);
-        } else if (strncmp(line, "attach", 6) == 0) {
+        } else if (starts_with(line, "attach")) {
             attach();
-        } else if (sscanf(line, "%31s %520s", a, b) == 2) {
-            if (request(a, b) != 0) return 2;
+        } else if (*space == ' ' && space > line) {
+            *space = 0;
+            if (request(line, space + 1) != 0) return 2;
         } else {
             fprintf(stderr, "guard: bad request \"%s\"\n", line);
             return 2;
