@@ -67,7 +67,7 @@ def same(a: Any, b: Any) -> bool:
 
 CHARS = (
     list("abcXYZ019 _-")
-    + ['"', "\\", "/", "\n", "\t", "\x00", "\x01", "\x1f", "\x7f", "\u2028"]
+    + ['"', "\\", "/", "\n", "\t", "\b", "\f", "\r", "\x00", "\x01", "\x1f", "\x7f", "\u2028"]
     + ["\u00e9", "\u00df", "\u0416", "\u4e2d", "\u00c5"]
     + ["\ue000", "\uff61", "\ufb01", "\U0001f600", "\U00010348", "\U0001d11e"]
 )
@@ -877,6 +877,20 @@ def test_verify_reasons(verifier: Any, clockguard: Any, shop: Shop, formats: Any
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - 300), guard=guard), "valid", "", "a clock 300 s behind the mark (tolerance 300)")  # fmt: skip
 
 
+@pytest.mark.kata_gate(
+    "verify_license accepts a license for another product, or before its not_before"
+)
+def test_verify_refuses_other_product_or_early(verifier: Any, shop: Shop) -> None:
+    r = shop.r
+    for _ in range(4):
+        p = shop.payload(not_before=shop.now + r.randint(1, 30 * DAY))
+        text = shop.sign(p)
+        for other in (p["product"] + "-pro", p["product"].upper() + "X", "x" + p["product"]):
+            refuse(verifier.verify_license(text, shop.ring(), other, any_zone(r, p["not_before"])), f"a license for {p['product']!r} checked for {other!r}")  # fmt: skip
+        for t in (p["not_before"] - 1, p["not_before"] - r.randint(2, 30 * DAY)):
+            refuse(verifier.verify_license(text, shop.ring(), p["product"], any_zone(r, t)), f"a license at {t}, before its not_before {p['not_before']}")  # fmt: skip
+
+
 def test_verify_product_and_start(verifier: Any, shop: Shop) -> None:
     r = shop.r
     p = shop.payload(not_before=shop.now + r.randint(1, 30 * DAY))
@@ -1209,6 +1223,26 @@ def test_activation_challenge(field: Field, formats: Any) -> None:
         seen.add(nonce)
     assert len(seen) == 12, (
         f"Activator.challenge: 12 challenges must have 12 different nonces, got {len(seen)}"
+    )
+    with raises(ValueError, "Activator.challenge must refuse a naive datetime"):
+        field.act.challenge(at(t).replace(tzinfo=None))
+    ch = json.loads(field.act.challenge(at(t)))
+    with raises(ValueError, "Activator.complete must refuse a naive datetime"):
+        field.act.complete(field.respond(ch, t), at(t + 1).replace(tzinfo=None))
+
+
+@pytest.mark.kata_gate(
+    "Activator.challenge's nonces are not fresh random bytes: two challenges, or the first challenges of two Activators of one machine, share their first 8 bytes"
+)
+def test_activation_nonces_are_fresh(field: Field, activation: Any) -> None:
+    t = field.shop.now
+    firsts = []
+    for _ in range(6):
+        act = activation.Activator(field.comps, field.product, field.shop.ring(), ttl=field.ttl)
+        firsts.append(unb64(json.loads(act.challenge(at(t)))["nonce"])[:8])
+    firsts += [unb64(field.challenge(t)["nonce"])[:8] for _ in range(10)]
+    assert len(set(firsts)) == len(firsts), (
+        f"Activator.challenge: the nonces' first 8 bytes repeat: {[f.hex() for f in firsts]}"
     )
 
 
