@@ -198,6 +198,13 @@ def test_canonical_encode_any_value(canonical: Any) -> None:
         v = rvalue(r)
         got = canonical.encode(v)
         assert got == jcs(v), f"encode({v!r}) is wrong: expected {jcs(v)!r}, got {got!r}"
+    for n in (MAX_INT, -MAX_INT):
+        assert canonical.encode({"n": n}) == jcs({"n": n}), (
+            f"encode: {n} is the largest magnitude allowed"
+        )
+    for n in (MAX_INT + 1, -MAX_INT - 1):
+        with raises(ValueError, f"encode({n}) must refuse an integer beyond 2**53 - 1"):
+            canonical.encode({"n": n})
 
 
 @pytest.mark.kata_gate(
@@ -1257,6 +1264,13 @@ def test_activation_round_trip(field: Field, formats: Any) -> None:
             f"Activator.complete should return the license the response carries (round {i})"
         )
         t += DAY
+    late = field.respond(field.challenge(t), t + 10)
+    try:
+        field.act.complete(late, any_zone(field.r, t + field.ttl + 1))
+    except formats.ActivationError:
+        pass
+    else:
+        raise AssertionError(f"Activator.complete accepted a response {field.ttl + 1} s after its challenge (ttl {field.ttl})")  # fmt: skip
 
 
 @pytest.mark.kata_gate("Activator.complete accepts a response it has already accepted (a replay)")
