@@ -266,6 +266,12 @@ def test_canonical_decode_any_value(canonical: Any) -> None:
     assert canonical.encode([True, 1, False, 0]) == b"[true,1,false,0]", (
         "encode: booleans are true/false, never 1/0"
     )
+    for not_bytes in ("{}", "[1]"):
+        with raises(
+            ValueError,
+            f"decode({not_bytes!r}) must refuse text (it takes the bytes that were signed)",
+        ):
+            canonical.decode(not_bytes)
     assert same(canonical.decode(b"[true,1,false,0]"), [True, 1, False, 0]), (
         "decode: true is True, 1 is 1"
     )
@@ -923,6 +929,8 @@ def test_verify_refuses_bad_fields(verifier: Any, shop: Shop) -> None:
         "a binding with k = 0": {"machine": {"k": 0, "parts": {"a": "b"}}},
         "a binding with k above its parts": {"machine": {"k": 3, "parts": {"a": "b"}}},
         "an empty id": {"id": ""},
+        "issued as a string": {"issued": str(p["issued"])},
+        "kid as a number": {"kid": 7},
     }
     for what, change in bad.items():
         v = verifier.verify_license(shop.sign({**p, **change}), shop.ring(), p["product"], now)
