@@ -678,19 +678,20 @@ def make_noise(rng: random.Random, node: NodeInfo, policy: Policy, horizon: int,
 
 def random_scenario(seed: int, nodes: int | None = None, faults: int | None = None,
                     kinds: tuple[str, ...] = KINDS, horizon: int = 70,
-                    policy: Policy | None = None) -> Scenario:  # fmt: skip
+                    policy: Policy | None = None, plan: tuple[str, ...] = ()) -> Scenario:  # fmt: skip
     """A fleet of its own (names, bus ids, ports, jobs, policy) with `faults` faults of `kinds`
-    on distinct nodes, noise on most healthy nodes, and maybe a node in maintenance."""
+    (or one fault of each kind in `plan`) on distinct nodes, noise on most healthy nodes, and
+    maybe a node in maintenance."""
     rng = random.Random(seed)
-    nodes = nodes or rng.randint(8, 20)
+    nodes = nodes or rng.randint(max(8, len(plan) + 2), max(20, len(plan) + 4))
     policy = policy or random_policy(rng)
     inv = make_inventory(rng, nodes)
     order = list(inv)
     rng.shuffle(order)
-    nf = faults if faults is not None else rng.randint(1, min(4, nodes - 2))
+    nf = len(plan) if plan else faults if faults is not None else rng.randint(1, min(4, nodes - 2))
     fs = []
-    for node in order[:nf]:
-        kind = rng.choice(kinds)
+    for k, node in enumerate(order[:nf]):
+        kind = plan[k] if plan else rng.choice(kinds)
         fs.append(make_fault(rng, kind, node, rng.randint(4, horizon - 35), policy, horizon))
     noise = [z for node in order[nf:] for z in make_noise(rng, node, policy, horizon)]
     maint = (order[-1].name,) if rng.random() < 0.3 and len(order) > nf + 1 else ()

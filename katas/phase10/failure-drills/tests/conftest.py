@@ -77,6 +77,13 @@ def parse_runbooks(text: str) -> dict[str, dict[str, str]]:
     return books
 
 
+def too_thin(text: str) -> bool:
+    """A section that says nothing: under 6 words, or a TODO / TBD left in it."""
+    return len(re.findall(r"[A-Za-z0-9_`'-]+", text)) < 6 or bool(
+        re.search(r"\b(TODO|TBD)\b", text)
+    )
+
+
 def xids_named(text: str) -> set[int]:
     """The XIDs a text names ("XID 79", "Xid 48")."""
     return {int(x) for x in re.findall(r"\bXID\s+(\d+)", text, flags=re.IGNORECASE)}
@@ -166,11 +173,12 @@ def expected_actions(sc: Any, fl: Any, fault: Any, at: int) -> list[tuple[int, s
     return [*out, (empty, "escalate", kind)]
 
 
-def judge(sc: Any, fl: Any) -> Verdict:
+def judge(fleet: Any, sc: Any, fl: Any) -> Verdict:
     """Judge a remediation run of a scenario whose faults are on distinct nodes, fed with the
     ground truth's incidents (fleet.truth_incidents): every node's actions against the
     runbook's, and the fleet-wide rules (cap, killed jobs, healthy nodes, resets)."""
     v = Verdict()
+    truth = fleet.truth_incidents(sc)
     cap = sc.policy.max_out(len(sc.nodes))
     faulty = {f.node: f for f in sc.faults}
     by_node: dict[str, list[Any]] = {}
@@ -212,9 +220,12 @@ def judge(sc: Any, fl: Any) -> Verdict:
         if got != want:
             v.nodes[node] = (f"{f.kind} on {f.device} reported at tick {at}: expected "
                              f"{want}, got {got}")  # fmt: skip
-        esc = [a for a in by_node.get(node, []) if a.verb == "escalate"]
-        if any(not a.evidence for a in esc):
-            v.nodes[node] = f"escalate({node}, ...) with no evidence lines"
+        told = set(next(i.evidence for incs in truth.values() for i in incs if i.node == node))
+        for a in by_node.get(node, []):
+            if a.verb == "escalate" and not told <= set(a.evidence):
+                v.nodes[node] = (f"escalate({node}, {a.arg!r}, ...) at tick {a.tick} does not "
+                                 f"carry the incident's evidence lines {sorted(told)}: it "
+                                 f"carries {list(a.evidence)}")  # fmt: skip
     return v
 
 
@@ -224,7 +235,7 @@ def judged(fleet: Any, drill: Any) -> Callable[..., Any]:
 
     def run(sc: Any, remediator_class: Any) -> Verdict:
         fl, _ = drill(sc, remediator_class=remediator_class, feed=fleet.truth_incidents(sc))
-        return judge(sc, fl)
+        return judge(fleet, sc, fl)
 
     return run
 
@@ -242,8 +253,9 @@ def incidents_of() -> Callable[..., Any]:
 @pytest.fixture(scope="module")
 def books() -> Any:
     """The runbook checker's pieces: KINDS (the runbooks required), SECTIONS (in order),
-    xids_named(text), mitigation_steps(text), parse(text)."""
+    xids_named(text), mitigation_steps(text), parse(text), too_thin(section text)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(KINDS=RUNBOOK_KINDS, SECTIONS=SECTIONS, xids_named=xids_named,
-                           mitigation_steps=mitigation_steps, parse=parse_runbooks)  # fmt: skip
+                           mitigation_steps=mitigation_steps, parse=parse_runbooks,
+                           too_thin=too_thin)  # fmt: skip

@@ -35,9 +35,15 @@ def healthy_sample(fleet: Any, node: Any, tick: int, **gpu3: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- detect
-def test_detect_shipped_drill(detect: Any, fleet: Any, drill: Any, incidents_of: Any) -> None:
+def test_detect_shipped_drill(
+    detect: Any, fleet: Any, drill: Any, incidents_of: Any, kata_metrics: Any
+) -> None:
     sc = fleet.random_scenario(SHIPPED)
     _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+    onset = {(f.kind, f.node, f.device): f.onset for f in sc.faults}
+    for t, i in seen:  # time to detect, in ticks after the fault began (the report shows it)
+        if (i.kind, i.node, i.device) in onset:
+            kata_metrics[f"TTD {i.kind}, ticks"] = t - onset[(i.kind, i.node, i.device)]
     want = [(t, i.kind, i.node, i.device, i.first_seen)
             for t, incs in fleet.truth_incidents(sc).items() for i in incs]  # fmt: skip
     assert incidents_of(seen) == sorted(want), "(tick reported, kind, node, device, first_seen)"
@@ -123,7 +129,8 @@ def test_runbooks_structure(runbooks: Any, books: Any) -> None:
     assert set(runbooks) == set(books.KINDS), f"runbooks for {sorted(runbooks)}"
     for kind, book in runbooks.items():
         assert tuple(book) == books.SECTIONS, f"{kind}: sections {list(book)}"
-        assert all(text.strip() for text in book.values()), f"{kind}: an empty section"
+        thin = [name for name, text in book.items() if books.too_thin(text)]
+        assert not thin, f"{kind}: sections with under 6 words or a TODO: {thin}"
 
 
 def test_runbooks_gpu_lost(runbooks: Any, books: Any) -> None:

@@ -87,15 +87,22 @@ def feed(det: Any, node: Any, samples: list[Any]) -> list[tuple[int, str, str, i
 @pytest.mark.parametrize("kind", KINDS)
 def test_detect_random_fleets(detect: Any, fleet: Any, drill: Any, kind: str, kata_rng: Any,
                               incidents_of: Any) -> None:  # fmt: skip
-    for seed in seeds(kata_rng, 4):
-        sc = fleet.random_scenario(seed, kinds=(kind,), faults=int(kata_rng.integers(1, 4)))
+    for seed in seeds(kata_rng, 3):
+        plan = (*KINDS, kind)  # a fault of every kind, and a second one of `kind`
+        sc = fleet.random_scenario(seed, plan=plan)
         _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
         got, want = incidents_of(seen), truth_key(fleet, sc)
-        assert got == want, compare(got, want, f"fleet.random_scenario({seed}) ({kind} faults)")
+        assert got == want, compare(got, want, f"fleet.random_scenario({seed}, plan={plan})")
+        xids = {(f.node, f.device, f.kind): f.xid for f in sc.faults if f.xid is not None}
         for _, i in seen:
-            assert i.evidence and all(type(e) is str for e in i.evidence), (
+            assert i.evidence and all(type(e) is str and e.strip() for e in i.evidence), (
                 f"Detector.observe: incident {i.kind} on {i.node} {i.device} has no evidence "
-                f"lines (fleet.random_scenario({seed}))"
+                f"lines, or an empty one: {i.evidence} (fleet.random_scenario({seed}))"
+            )
+            xid = xids.get((i.node, i.device, i.kind))
+            assert xid is None or any("NVRM: Xid" in e and f"): {xid}," in e for e in i.evidence), (
+                f"Detector.observe: incident {i.kind} on {i.node} {i.device} does not carry its "
+                f"XID {xid} line as evidence: {i.evidence} (fleet.random_scenario({seed}))"
             )
 
 
@@ -258,6 +265,15 @@ def test_detect_thermal_boundary(detect: Any, fleet: Any, kata_rng: Any) -> None
     node, policy = one_node(fleet, thermal_ticks=k)
     det = detect.Detector([node], policy)
     hot = ("hw_slowdown", "hw_thermal_slowdown")
+    early = []  # GPU 2 slows down from tick 1 for k samples: an incident at tick k
+    for t in range(k + 2):
+        s = sample(fleet, node, t, gpu=2, throttle=hot if 1 <= t <= k else ())
+        early += [(t, i.kind, i.device, i.first_seen) for i in det.observe(t, {node.name: s})]
+    assert early == [(k, "thermal", "gpu2", 1)], (
+        f"Detector.observe with thermal_ticks={k}: gpu2 in hw_thermal_slowdown at ticks 1..{k}: "
+        f"got {early}, expected {[(k, 'thermal', 'gpu2', 1)]}"
+    )
+    det = detect.Detector([node], policy)
     plan: list[Any] = [()] + [hot] * (k - 1) + [("sw_thermal_slowdown",)] * 3
     plan += [("sw_power_cap",)] * (k + 1) + [hot] * (k - 1) + [None] + [hot] * (k - 1) + [()]
     start = len(plan)
@@ -284,9 +300,13 @@ def check(v: Any, what: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_remediate_random_fleets(remediate: Any, fleet: Any, judged: Any, kind: str,
                                  kata_rng: Any) -> None:  # fmt: skip
-    for seed in seeds(kata_rng, 4):
-        sc = fleet.random_scenario(seed, kinds=(kind,), faults=int(kata_rng.integers(1, 4)))
-        check(judged(sc, remediate.Remediator), f"fleet.random_scenario({seed}) ({kind})")
+    for seed in seeds(kata_rng, 3):
+        plan = (*KINDS, kind)  # a fault of every kind, and a second one of `kind`
+        sc = fleet.random_scenario(seed, plan=plan)
+        room = float(kata_rng.choice([0.25, 0.5, 0.75]))  # the cap: some reached, some not
+        sc = dataclasses.replace(sc, policy=dataclasses.replace(sc.policy, max_out_fraction=room))
+        check(judged(sc, remediate.Remediator),
+              f"fleet.random_scenario({seed}, plan={plan}), max_out_fraction={room}")  # fmt: skip
 
 
 @pytest.mark.kata_gate(
@@ -347,6 +367,44 @@ def test_remediate_never_returns_broken_nodes(remediate: Any, fleet: Any, judged
 
 
 @pytest.mark.kata_gate(
+    "Remediator uncordons a node whose samples after the reset or reboot still show the GPU "
+    "lost or its remap failed (the fleet breaks the fix at run time, whatever the scenario says)"
+)
+def test_remediate_verifies_from_samples(remediate: Any, fleet: Any, kata_rng: Any) -> None:
+    class Stubborn(fleet.Fleet):  # type: ignore[misc,name-defined]
+        def _fix(self, node: str, devices: list[str]) -> None:
+            super()._fix(node, devices)
+            for f in self.scenario.faults:
+                if f.node == node and f.device in devices:
+                    self.broken_after_fix.add(f)
+
+    for seed in seeds(kata_rng, 3):
+        sc = fleet.random_scenario(seed, kinds=("gpu-lost", "ecc"), faults=3,
+                                   policy=fleet.Policy(max_out_fraction=0.5))  # fmt: skip
+        sc = dataclasses.replace(
+            sc, faults=tuple(dataclasses.replace(f, fixed_by_fix=True) for f in sc.faults)
+        )
+        fl = Stubborn(sc)
+        rem = remediate.Remediator(fl.control, sc.policy)
+        feed = fleet.truth_incidents(sc)
+        for t in range(sc.horizon):
+            rem.step(t, list(feed.get(t, [])), fl.sample())
+            fl.advance()
+        back = [(a.tick, a.node) for a in fl.actions if a.verb == "uncordon"]
+        fixed = [(a.tick, a.verb, a.node) for a in fl.actions if a.verb in ("reset_gpu", "reboot")]
+        assert not back, (
+            f"Remediator on fleet.random_scenario({seed}) where no reset or reboot works: "
+            f"uncordoned {back} after {fixed}; the samples after the fix show the GPU lost or "
+            f"its remap failed"
+        )
+        esc = {a.node for a in fl.actions if a.verb == "escalate"}
+        assert all(node in esc for _, _, node in fixed), (
+            f"Remediator on fleet.random_scenario({seed}) where no reset or reboot works: "
+            f"{fixed} were not followed by an escalation of the node"
+        )
+
+
+@pytest.mark.kata_gate(
     "Remediator has more nodes cordoned than policy.max_out(nodes) when incidents arrive on "
     "much of the fleet at once (maintenance nodes count), or escalates instead of cordoning "
     "while the fleet is under the cap"
@@ -385,6 +443,39 @@ def test_remediate_cap_frees_up(remediate: Any, fleet: Any, judged: Any, kata_rn
                              policy=fleet.Policy(max_out_fraction=0.1, thermal_ticks=2))  # fmt: skip
     v = judged(sc, remediate.Remediator)
     check(v, "cap 1: ecc at 5 (reset, uncordon), thermal at 7 (over the cap), disk-full at 30")
+
+
+def test_remediate_left_alone_stays_alone(remediate: Any, fleet: Any, drill: Any,
+                                          kata_rng: Any) -> None:  # fmt: skip
+    """Cap 2, one node in maintenance, node A taken by an ecc error at 5 (its job checkpoints
+    for 5 ticks: reset at 10, back at 11): a thermal incident on node B at 6 is escalated and B
+    left alone; B's disk fills at 9 and its port flaps at 12: each escalated once more, B never
+    cordoned, even after A comes back."""
+    base = fleet.random_scenario(int(kata_rng.integers(2**31)), nodes=10, faults=0)
+    a, b, m = base.nodes[:3]
+    jobs = (fleet.Job("job-a", a.name, (0,), 5), *(j for j in base.jobs if j.node != a.name))
+    sc = dataclasses.replace(
+        base, noise=(), maintenance=(m.name,), policy=fleet.Policy(max_out_fraction=0.2), jobs=jobs,
+        faults=(fleet.Fault("ecc", a.name, "gpu0", 5), fleet.Fault("thermal", b.name, "gpu1", 6),
+                fleet.Fault("disk-full", b.name, "/", 9)))  # fmt: skip
+    inc = fleet.Incident
+    feed = {5: [inc("ecc", a.name, "gpu0", 5, ("XID 48 on gpu0",))],
+            6: [inc("thermal", b.name, "gpu1", 3, ("gpu1 hot",))],
+            9: [inc("disk-full", b.name, "/", 9, ("/ full",))],
+            12: [inc("nic-flap", b.name, b.nics[0], 10, ("flaps",))]}  # fmt: skip
+    mine, fl = hand_run(drill, remediate, sc, feed, b.name)
+    want = [(6, "escalate", "thermal"), (9, "escalate", "disk-full"), (12, "escalate", "nic-flap")]
+    assert mine == want, (
+        f"Remediator: node B's incidents at 6, 9 and 12 with the cap reached at 6: {mine}, "
+        f"expected {want}"
+    )
+    told = [a.evidence for a in fl.actions if a.node == b.name]
+    assert all(
+        set(e) >= {x} for e, x in zip(told, ["gpu1 hot", "/ full", "flaps"], strict=False)
+    ), (
+        f"Remediator: the escalations of node B carry {told}: each must carry its incident's "
+        f"evidence"
+    )
 
 
 def hand_run(drill: Any, remediate: Any, sc: Any, feed: Any, node: str) -> tuple[list[Any], Any]:
