@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # RFC 8410: SEQUENCE { INTEGER 0, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING (32) } }
-PKCS8_ED25519 = bytes.fromhex("302e020100300506032b657004220420")
-OPENSSH_MAGIC = b"openssh-key" + b"-v1\x00"
+PKCS8_ED25519 = bytes([0x30, 0x2E, 2, 1, 0, 0x30, 5, 6, 3, 0x2B, 0x65, 0x70, 4, 0x22, 4, 0x20])  # fmt: skip
+OPENSSH_MAGIC = "-".join(("openssh-key", "v1")).encode() + bytes(1)  # fmt: skip
 _PKCS8_B64 = base64.b64encode(PKCS8_ED25519)[:20].decode()  # 15 whole bytes: stable prefix
 _OPENSSH_B64 = base64.b64encode(OPENSSH_MAGIC)[:20].decode()
 _PEM = re.compile(

@@ -149,6 +149,10 @@ def test_private_key_forms_are_found() -> None:
     assert private_key_in("notes.md", b"-----BEGIN PRIVATE KEY-----\n(a PEM file)\n") is None, (
         "a README may name the PEM header without a key under it"
     )
+    scanner = REPO_ROOT / "harness/publish/private_keys.py"
+    assert private_key_in(scanner.name, scanner.read_bytes()) is None, (
+        "the scanner ships in every learner tree: its markers must not match itself"
+    )
 
 
 def test_check_finds_a_private_key(repo: KataRepo, tmp_path: Path) -> None:
