@@ -10,7 +10,9 @@ one file patched), and is judged on the points each task earns against the refer
   learner who hands it in is capped), or the run outlived its wall limit (a hang);
 * **survivor**: every task keeps more than half its points. Either it lost some points (a test
   noticed, no gate caps it: ``dented``) or none (``unnoticed``: no test tells it from the
-  reference; it is a survivor unless shown equivalent);
+  reference; it is a survivor unless shown equivalent). A dented survivor that failed gates,
+  each on an exception of its own code (or a missing return), is marked so: by the rule that an
+  honest mistake never trips a gate, only losing more than half a task's tests caps it;
 * **equivalent**: listed in the kata's ``mutants.toml`` with a reason; never run;
 * **unjudged**: the run produced no results (a harness problem, reported, not scored).
 
@@ -42,7 +44,7 @@ from pathlib import Path
 from . import patches
 from .layout import MUTANTS_TOML, mirror_of
 from .manifest import Manifest
-from .results import PASSED, SKIPPED, RunResult
+from .results import ERROR, FAILED, PASSED, SKIPPED, RunResult
 from .shortcuts import MAX_SHARE
 from .terminal import fmt_points
 
@@ -609,6 +611,16 @@ class MutantResult:
     diff: str = ""
     reason: str = ""  # EQUIVALENT: mutants.toml's reason; UNJUDGED: what went wrong
     seconds: float = 0.0
+    # DENTED: for each gate it failed in a task it kept more than half of, where the mutant's
+    # code raised ("" for a gate whose check failed: harness.results.TestRecord.raised)
+    raised: list[str] = field(default_factory=list)
+
+    @property
+    def honest(self) -> bool:
+        """A survivor that failed gates, each on an exception of the mutant's own code (or a
+        missing return): an honest mistake, which by the harness's rule never trips a gate, so
+        only a task that loses more than half its tests to it is capped."""
+        return self.verdict == DENTED and bool(self.raised) and all(self.raised)
 
     @property
     def survived(self) -> bool:
@@ -625,6 +637,11 @@ class MutantResult:
             return self.tasks
         return [t for t in self.tasks if t.earned < t.reference]
 
+    def honest_note(self) -> str:
+        if not self.honest:
+            return ""
+        return f"; each gate it failed raised in its code ({self.raised[0]}): no gate caps that"
+
     def summary(self) -> str:
         if self.verdict == EQUIVALENT:
             return f"equivalent: {self.reason}"
@@ -638,8 +655,10 @@ class MutantResult:
                 f"{t.task} {fmt_points(t.earned)}/{t.points}" for t in capped
             )
         if self.verdict == DENTED:
-            return "SURVIVED (points lost, no task capped): " + ", ".join(
-                f"{t.task} {fmt_points(t.earned)}/{t.points}" for t in self.kept()
+            return (
+                "SURVIVED (points lost, no task capped): "
+                + ", ".join(f"{t.task} {fmt_points(t.earned)}/{t.points}" for t in self.kept())
+                + self.honest_note()
             )
         return "SURVIVED (full points on every task): no test tells it from the reference"
 
@@ -663,7 +682,16 @@ def judge(mutant: Mutant, reference: RunResult, run: RunResult, kata_id: str) ->
     if any(t.earned <= t.points * MAX_SHARE for t in tasks):
         verdict = CAUGHT
     elif any(t.earned < t.reference for t in tasks):
-        verdict = DENTED
+        res = MutantResult(mutant, DENTED, tasks, not_run)
+        lost = {t.task for t in res.kept()}
+        res.raised = [
+            r.raised
+            for t in got.tasks
+            if t.id in lost
+            for r in t.tests
+            if r.gate and r.outcome in (FAILED, ERROR)
+        ]
+        return res
     else:
         verdict = UNNOTICED
     return MutantResult(mutant, verdict, tasks, not_run)
@@ -912,7 +940,7 @@ def mutant_line(r: MutantResult) -> str:
         points = r.reason or "killed by the wall limit"
     return (
         f"[{m.id}] {m.where}{m.which}: `{m.original.strip()}` → `{m.replacement.strip()}`: "
-        f"{r.verdict}: {points}"
+        f"{r.verdict}: {points}{r.honest_note()}"
     )
 
 
@@ -923,7 +951,7 @@ def survivor_text(kata: str, r: MutantResult) -> str:
     skipped = f" (not run here: {', '.join(r.not_run)})" if r.not_run else ""
     return (
         f"{kata} {m.where}{m.which} [{m.id}] {r.verdict}: `{m.original.strip()}` → "
-        f"`{m.replacement.strip()}`; kept {kept}{skipped}"
+        f"`{m.replacement.strip()}`; kept {kept}{skipped}{r.honest_note()}"
     )
 
 

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     scored = [k.score for k in katas if k.score is not None]
     print(
         f"\n{len(katas)} katas, {sum(k.sampled for k in katas)} mutants, "
-        f"{sum(len(k.survivors) for k in katas)} survivors; "
+        f"{sum(len(k.survivors) for k in katas)} survivors "
+        f"({sum(r.honest for k in katas for r in k.survivors)} lost only to their own exceptions); "
         f"{sum(s >= 0.9 for s in scored)} of {len(scored)} katas at 90 % or more; "
         f"{time.perf_counter() - started:.0f} s"
     )

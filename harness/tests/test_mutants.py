@@ -350,6 +350,27 @@ def test_a_mutant_that_keeps_more_than_half_of_every_task_survives() -> None:
     assert full.not_run == ["g"] and M.survivor_text("k", full).endswith("(not run here: g)")
 
 
+def test_a_survivor_that_lost_only_to_its_own_exceptions_is_told_apart() -> None:
+    """A dented mutant whose failed gates each failed on an exception of its code (the honest-
+    mistake rule: no gate caps it) says so; one that failed no gate does not (a gate whose check
+    failed would have capped it)."""
+
+    def run(raised: list[str]) -> RunResult:
+        got = run_of(a=(10, [PASSED] * 2 + [FAILED] * len(raised)), b=(8, [PASSED] * 4))
+        for r, where in zip(got.katas[0].tasks[0].tests[2:], raised, strict=True):
+            r.gate, r.raised = "a sentence", where
+        return got
+
+    ref = run_of(a=(10, [PASSED] * 3), b=(8, [PASSED] * 4))
+    honest = M.judge(MUT, ref, run(["ZeroDivisionError in calc.py:2"]), "k")
+    assert honest.verdict == M.DENTED and honest.honest and honest.survived
+    assert "raised in its code (ZeroDivisionError in calc.py:2)" in M.survivor_text("k", honest)
+    assert "no gate caps that" in honest.summary() and "no gate caps that" in M.mutant_line(honest)
+    plain = M.judge(MUT, ref, run_of(a=(10, [PASSED] * 2 + [FAILED]), b=(8, [PASSED] * 4)), "k")
+    assert plain.verdict == M.DENTED and not plain.honest, "no gate failed: a hole, not a rule"
+    assert "raised" not in M.survivor_text("k", plain)
+
+
 def test_a_timeout_is_caught_and_a_run_without_results_is_not_scored() -> None:
     timeout = M.classify(MUT, REF, M.Run(None, "", 99.0, timed_out=True), "k")
     assert timeout.verdict == M.TIMEOUT and timeout.counted and not timeout.survived
