@@ -10,8 +10,8 @@ one file patched), and is judged on the points each task earns against the refer
   learner who hands it in is capped), or the run outlived its wall limit (a hang);
 * **survivor**: every task keeps more than half its points. Either it lost some points (a test
   noticed, no gate caps it: ``dented``) or none (``unnoticed``: no test tells it from the
-  reference; it is a survivor unless shown equivalent). A dented survivor that failed gates,
-  each on an exception of its own code (or a missing return), is marked so: by the rule that an
+  reference; it is a survivor unless shown equivalent). A dented survivor whose every lost test
+  failed on an exception of its own code (or a missing return) is marked so: by the rule that an
   honest mistake never trips a gate, only losing more than half a task's tests caps it;
 * **equivalent**: listed in the kata's ``mutants.toml`` with a reason; never run;
 * **unjudged**: the run produced no results (a harness problem, reported, not scored).
@@ -611,14 +611,14 @@ class MutantResult:
     diff: str = ""
     reason: str = ""  # EQUIVALENT: mutants.toml's reason; UNJUDGED: what went wrong
     seconds: float = 0.0
-    # DENTED: for each gate it failed in a task it kept more than half of, where the mutant's
-    # code raised ("" for a gate whose check failed: harness.results.TestRecord.raised)
+    # DENTED: for each test it failed in a task it kept more than half of, where the mutant's
+    # code raised ("" for a test whose check failed: harness.results.TestRecord.raised)
     raised: list[str] = field(default_factory=list)
 
     @property
     def honest(self) -> bool:
-        """A survivor that failed gates, each on an exception of the mutant's own code (or a
-        missing return): an honest mistake, which by the harness's rule never trips a gate, so
+        """A survivor whose every lost test failed on an exception of the mutant's own code (or
+        a missing return): an honest mistake, which by the harness's rule never trips a gate, so
         only a task that loses more than half its tests to it is capped."""
         return self.verdict == DENTED and bool(self.raised) and all(self.raised)
 
@@ -640,7 +640,7 @@ class MutantResult:
     def honest_note(self) -> str:
         if not self.honest:
             return ""
-        return f"; each gate it failed raised in its code ({self.raised[0]}): no gate caps that"
+        return f"; every test it failed raised in its code ({self.raised[0]}): no gate caps that"
 
     def summary(self) -> str:
         if self.verdict == EQUIVALENT:
@@ -689,7 +689,7 @@ def judge(mutant: Mutant, reference: RunResult, run: RunResult, kata_id: str) ->
             for t in got.tasks
             if t.id in lost
             for r in t.tests
-            if r.gate and r.outcome in (FAILED, ERROR)
+            if r.outcome in (FAILED, ERROR)
         ]
         return res
     else:

@@ -820,8 +820,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
                 report.longrepr = str(call.excinfo.value)
             elif not info.hidden:
                 rec.line, rec.source = _failing_source(call.excinfo, item)
-            if rec.gate:
-                rec.raised = _learner_raised(call.excinfo, info)
+            # every failed test (kata verify --mutants tells a survivor that only raised apart)
+            rec.raised = _learner_raised(call.excinfo, info)
             if info.task is not None and rec.gate and not rec.raised:
                 report.sections.append(
                     (f"gate of task {info.task.id!r}", _gate_note(info.gate, info.task))

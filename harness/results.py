@@ -101,7 +101,7 @@ class TestRecord:
     missing: str = ""  # the tier or capability this machine lacks, when that skipped the test
     hint: str = ""  # the task's hint for this failure (the one that belongs to this test)
     raised: str = ""  # it failed on an exception of the learner's code (or sources that do not
-    # load), not on the test's check: "ZeroDivisionError in kv_math.py:12"
+    # load), not on the test's check: "ZeroDivisionError in kv_math.py:12" (any failed test)
 
     @property
     def ok(self) -> bool:

@@ -201,6 +201,17 @@ def test_an_exception_of_the_learners_code_trips_no_gate(repo: KataRepo, add: st
     assert SENTENCE not in out and "gate of task" not in out, out
 
 
+def test_every_failed_test_says_whether_the_learners_code_raised(repo: KataRepo) -> None:
+    """Not only gates: a test that failed on an exception of the learner's code records where
+    (kata verify --mutants tells such survivors apart); a failed check records nothing."""
+    raising = "def add(a, b):\n    return a + b\n\ndef mul(a, b):\n    return {}[a] if a == 7 else a * b\n"
+    for stub, raised in ((raising, r"KeyError in calc\.py:\d+"), (PARTIAL, "")):
+        gated_kata(repo, stub=stub)
+        repo.pytester.runpytest("katas")
+        big = next(r for r in task_json(repo, "mul")["tests"] if r["name"] == "test_mul_big")
+        assert big["outcome"] == FAILED and re.fullmatch(raised, big["raised"]), big
+
+
 def test_sources_that_do_not_load_trip_no_gate(repo: KataRepo) -> None:
     gated_kata(repo, stub="def add(a, b):\n    return a +\n")
     repo.pytester.runpytest("katas")

@@ -351,14 +351,13 @@ def test_a_mutant_that_keeps_more_than_half_of_every_task_survives() -> None:
 
 
 def test_a_survivor_that_lost_only_to_its_own_exceptions_is_told_apart() -> None:
-    """A dented mutant whose failed gates each failed on an exception of its code (the honest-
-    mistake rule: no gate caps it) says so; one that failed no gate does not (a gate whose check
-    failed would have capped it)."""
+    """A dented mutant whose every lost test failed on an exception of its code (the honest-
+    mistake rule: no gate caps it) says so; one whose test failed its check does not."""
 
     def run(raised: list[str]) -> RunResult:
         got = run_of(a=(10, [PASSED] * 2 + [FAILED] * len(raised)), b=(8, [PASSED] * 4))
         for r, where in zip(got.katas[0].tasks[0].tests[2:], raised, strict=True):
-            r.gate, r.raised = "a sentence", where
+            r.raised = where
         return got
 
     ref = run_of(a=(10, [PASSED] * 3), b=(8, [PASSED] * 4))
@@ -367,7 +366,7 @@ def test_a_survivor_that_lost_only_to_its_own_exceptions_is_told_apart() -> None
     assert "raised in its code (ZeroDivisionError in calc.py:2)" in M.survivor_text("k", honest)
     assert "no gate caps that" in honest.summary() and "no gate caps that" in M.mutant_line(honest)
     plain = M.judge(MUT, ref, run_of(a=(10, [PASSED] * 2 + [FAILED]), b=(8, [PASSED] * 4)), "k")
-    assert plain.verdict == M.DENTED and not plain.honest, "no gate failed: a hole, not a rule"
+    assert plain.verdict == M.DENTED and not plain.honest, "a check failed: a hole, not a rule"
     assert "raised" not in M.survivor_text("k", plain)
 
 
