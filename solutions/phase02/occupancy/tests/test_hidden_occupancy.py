@@ -158,9 +158,10 @@ def made_up(specs, arch, rng):
     )
 
 
-def sampled(occ, specs, monkeypatch, rng, resource):
-    """`resource`'s limit on 400 random launches: 4 architectures of specs.py, 4 made up (the
-    calculator is loaded again with them in place). The first disagreement, or None."""
+def random_launches(occ, specs, monkeypatch, rng):
+    """400 random launches: 4 architectures of specs.py, 4 made up (the calculator is loaded
+    again with them in place). Yields (the calculator, the arch's Limits, (arch, threads,
+    registers, shared bytes))."""
     archs = [str(a) for a in rng.choice(ARCHS, size=4, replace=False)]
     for arch in archs:
         monkeypatch.setitem(specs.SPECS, arch + "x", made_up(specs, arch + "x", rng))
@@ -173,10 +174,16 @@ def sampled(occ, specs, monkeypatch, rng, resource):
             threads = int(rng.integers(1, 1100))
             regs = int(rng.integers(0, 270))
             smem = int(rng.choice([0, rng.integers(0, lim.shared_per_sm + 4 * KIB)]))
-            want = rules(lim, threads, regs, smem)[resource]
-            got = mine.block_limits(arch, threads, regs, smem)[resource]
-            if got != want:
-                return f"block_limits{(arch, threads, regs, smem)}[{resource!r}] = {got}, expected {want} for {lim}"
+            yield mine, lim, (arch, threads, regs, smem)
+
+
+def sampled(occ, specs, monkeypatch, rng, resource):
+    """`resource`'s limit on 400 random launches: the first disagreement, or None."""
+    for mine, lim, shape in random_launches(occ, specs, monkeypatch, rng):
+        want = rules(lim, *shape[1:])[resource]
+        got = mine.block_limits(*shape)[resource]
+        if got != want:
+            return f"block_limits{shape}[{resource!r}] = {got}, expected {want} for {lim}"
     return None
 
 
@@ -210,6 +217,37 @@ def test_calculator_shared_memory_limit_on_random_launches(occ, specs, monkeypat
     max_shared_per_block."""
     wrong = sampled(occ, specs, monkeypatch, kata_rng, "shared_memory")
     assert wrong is None, wrong
+
+
+@pytest.mark.kata_gate(
+    "occupancy()'s active blocks, active warps, occupancy fraction or limiters are not those of "
+    "the smallest block limit, on random launches (architectures of specs.py and made-up ones)"
+)
+def test_calculator_occupancy_on_random_launches(occ, specs, monkeypatch, kata_rng):
+    """occupancy() is given, but a learner may change it: the predict and tune tasks stand on
+    what it reports. It is checked against your own block_limits (a wrong one fails the limit
+    gates above, not this one)."""
+    for mine, lim, shape in random_launches(occ, specs, monkeypatch, kata_rng):
+        per = dict(mine.block_limits(*shape))
+        got = mine.occupancy(*shape)
+        active = min(v for v in per.values() if v is not None)
+        warps = -(-shape[1] // lim.warp_size)
+        want = {
+            "active_blocks_per_sm": active,
+            "warps_per_block": warps,
+            "active_warps_per_sm": active * warps,
+            "occupancy": active * warps / lim.max_warps_per_sm,
+            "limiters": tuple(k for k in RESOURCES if per[k] == active),
+        }
+        wrong = {
+            k: (getattr(got, k), v)
+            for k, v in want.items()
+            if getattr(got, k) != (pytest.approx(v) if k == "occupancy" else v)
+        }
+        assert not wrong, (
+            f"occupancy{shape} with your block limits {per}: {{field: (yours, expected)}} {wrong} "
+            f"for {lim}"
+        )
 
 
 @pytest.mark.kata_gate(
