@@ -840,8 +840,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
 def _learner_raised(excinfo: pytest.ExceptionInfo[BaseException], info: KataItemInfo) -> str:
     """Where the learner's code raised the exception that failed a test ("" when the test's own
-    check failed): sources that do not load, or an exception whose traceback passes through a
-    learner file, or one that says (`kata_learner_crash`, a sentence) that a child process running
+    check failed): sources that do not load, a value the boundary refused (a missing return), or
+    an exception whose traceback passes through a learner file, or one that says (`kata_learner_crash`, a sentence) that a child process running
     the learner's native code died of a signal. Such a failure is an honest mistake and never
     trips a gate. A time limit is not an exception of the learner's: a gate may catch a hang."""
     if excinfo.errisinstance((KataTimeout, hangs.KnownHang, hangs.Overrun)):
@@ -849,6 +849,9 @@ def _learner_raised(excinfo: pytest.ExceptionInfo[BaseException], info: KataItem
     name = type(excinfo.value).__name__
     if isinstance(excinfo.value, KataLoadError) or _is_build_error(excinfo.value):
         return f"{name}: the sources do not load"
+    if isinstance(excinfo.value, BoundaryError):  # a value of the wrong type (a missing return)
+        first = str(excinfo.value).splitlines()
+        return f"{name}: {first[0]}" if first else name
     crash = getattr(excinfo.value, "kata_learner_crash", "")
     if isinstance(crash, str) and crash:  # a child process running learner C died of a signal
         return f"{name}: {crash}"

@@ -549,6 +549,11 @@ def _check_view(repo: KataRepo, out: str) -> None:
     # the gate's test failed on the value's type, not on the gate's property: no gate
     assert tests["test_gate"]["outcome"] == "failed"
     assert "gate of task" not in out and "count is checked" not in out, out
+    # each records the refused value as the learner's (kata verify --mutants: an honest mistake)
+    assert tests["test_count_formats"]["raised"].startswith(
+        "BoundaryError: calc.missing_return returned None"
+    ), tests["test_count_formats"]
+    assert tests["test_gate"]["raised"].startswith("BoundaryError: calc.wrong_type"), tests
 
 
 def test_the_learner_view_names_the_value_inline(repo: KataRepo) -> None:
