@@ -398,6 +398,40 @@ def test_kernel_any_grid_any_n(vadd_ptx, n, block, grid):
     )  # fmt: skip
 
 
+@pytest.mark.kata_gate(
+    "vector_add's c is not a + b, or saxpy's y is not alpha * x + y, on random sizes, grids and "
+    "blocks with alpha drawn at random"
+)
+def test_kernel_values_on_random_launches(vadd_ptx, kata_rng):
+    """Both kernels' arithmetic, on launches drawn fresh each run (grids that cover n and grids
+    that must stride, blocks that are not a multiple of 32); the structure gates below only
+    count who touches what."""
+    for trial in range(4):
+        n = int(kata_rng.integers(1, 3000))
+        block = int(kata_rng.choice([1, 32, 96, 100, 256, 1024]))
+        grid = int(kata_rng.integers(1, 2 + -(-n // block)))
+        alpha = np.float32(kata_rng.uniform(-4, 4))
+        a = kata_rng.standard_normal(n, dtype=np.float32)
+        b = kata_rng.standard_normal(n, dtype=np.float32)
+        c = np.full(n, np.nan, dtype=np.float32)
+        vadd_ptx("vector_add", [a, b, c, np.int32(n)], grid, block)
+        if trial == 0 and wrote_nothing(c):
+            raise KataTodo("vector_add wrote nothing yet")
+        np.testing.assert_array_equal(
+            c,
+            a + b,
+            err_msg=f"vector_add(a, b, c, n={n}) on {grid} blocks of {block}: c is not a + b",
+        )
+        y = b.copy()
+        vadd_ptx("saxpy", [alpha, a, y, np.int32(n)], grid, block)
+        if trial == 0 and np.array_equal(y, b):
+            raise KataTodo("saxpy left y unchanged")
+        np.testing.assert_allclose(
+            y, alpha * a + b, rtol=1e-6, atol=1e-6,
+            err_msg=f"saxpy({alpha}, x, y, n={n}) on {grid} blocks of {block}: y is not alpha x + y",
+        )  # fmt: skip
+
+
 # --------------------------------------------------------------------------- kernel structure
 # The cpu backend (harness.cuda) runs the same vector_add.cu: traced, it counts the 32-byte
 # sectors of each warp's accesses; probed, it runs only the last block of a 2**31-thread grid.
