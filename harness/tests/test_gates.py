@@ -12,6 +12,7 @@ import html
 import json
 import re
 import shutil
+import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -784,42 +785,57 @@ def test_a_crash_in_the_learners_native_code_trips_no_gate(
     assert SENTENCE not in out, out
 
 
+# A given wrapper of the learner's native code (a cffi module, a kernel launcher) raises its own
+# exception for the learner's failure: Python sees no learner frame.
+WRAPPED_CALC = """\
+import pytest
+{prelude}
+
+class Calc:
+    def __init__(self, calc):
+        self.calc = calc
+
+    def add(self, a, b):
+        if a == 40:  # the learner's native code failed on this call
+            raise {error}
+        return self.calc.add(a, b)
+
+    def mul(self, a, b):
+        return self.calc.mul(a, b)
+
+
+@pytest.fixture
+def calc(kata):
+    return Calc(kata.module("calc"))
+"""
+
+
+def gate_of_a_wrapped_failure(repo: KataRepo, prelude: str, error: str) -> tuple[dict, dict]:
+    """Run the reference through a `calc` fixture that raises `error` (an expression, with
+    `prelude`'s imports and classes) on add(40, _): the gate test's record and its task's."""
+    gated_kata(repo, stub=REFERENCE)
+    conftest = WRAPPED_CALC.format(prelude=textwrap.dedent(prelude), error=error)
+    repo.write("katas/phase01/gated/tests/conftest.py", conftest)
+    repo.pytester.runpytest("katas")
+    task = task_json(repo, "add")
+    return next(r for r in task["tests"] if r["name"] == "test_add_gate"), task
+
+
 def test_a_native_fault_raised_by_given_code_trips_no_gate(repo: KataRepo) -> None:
     """A panic of the learner's Rust that a given wrapper turns into an exception
     (harness.NativeFault: Python sees no learner frame) is the learner's, not a wrong answer."""
-    gated_kata(repo, stub=REFERENCE)
-    repo.write(
-        "katas/phase01/gated/tests/conftest.py",
+    gate, task = gate_of_a_wrapped_failure(
+        repo,
         """
-        import pytest
         from harness import NativeFault
 
 
         class RustPanic(NativeFault, AssertionError):
             pass
-
-
-        class Calc:
-            def __init__(self, calc):
-                self.calc = calc
-
-            def add(self, a, b):
-                if a == 40:  # what a given cffi wrapper does with lib.rs's KATA_PANIC status
-                    raise RustPanic("calc.rs panicked in add: attempt to add with overflow at calc.rs:3:5")
-                return self.calc.add(a, b)
-
-            def mul(self, a, b):
-                return self.calc.mul(a, b)
-
-
-        @pytest.fixture
-        def calc(kata):
-            return Calc(kata.module("calc"))
         """,
+        # what a given cffi wrapper does with lib.rs's KATA_PANIC status
+        'RustPanic("calc.rs panicked in add: attempt to add with overflow at calc.rs:3:5")',
     )
-    repo.pytester.runpytest("katas")
-    task = task_json(repo, "add")
-    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
     assert gate["outcome"] == FAILED, gate
     assert (
         gate["raised"] == "RustPanic: calc.rs panicked in add: attempt to add with overflow "
@@ -833,7 +849,6 @@ def test_a_cuda_kernel_error_trips_no_gate(repo: KataRepo, error: str) -> None:
     """A learner's kernel that deadlocks, reads out of bounds or races (harness.cuda's errors,
     raised with no learner frame in Python) fails the gate test with its message, as a crash
     does: an honest missing barrier is not told that its gate's property failed."""
-    gated_kata(repo, stub=REFERENCE)
     made = {
         "BarrierDeadlock": 'hc.BarrierDeadlock("kernel k: __syncthreads() not reached", kernel="k")',
         "OutOfBounds": 'hc.OutOfBounds("kernel k: out-of-bounds read", kernel="k", address=0, '
@@ -841,34 +856,8 @@ def test_a_cuda_kernel_error_trips_no_gate(repo: KataRepo, error: str) -> None:
         "RaceDetected": 'hc.RaceDetected("kernel k: outputs differ", kernel="k", '
         'schedules=("forward", "reverse"), argument=1, mismatches=3)',
     }[error]
-    repo.write(
-        "katas/phase01/gated/tests/conftest.py",
-        f"""
-        import pytest
-        import harness.cuda as hc
-
-
-        class Calc:
-            def __init__(self, calc):
-                self.calc = calc
-
-            def add(self, a, b):
-                if a == 40:  # what a launch of the learner's kernel raises
-                    raise {made}
-                return self.calc.add(a, b)
-
-            def mul(self, a, b):
-                return self.calc.mul(a, b)
-
-
-        @pytest.fixture
-        def calc(kata):
-            return Calc(kata.module("calc"))
-        """,
-    )
-    repo.pytester.runpytest("katas")
-    task = task_json(repo, "add")
-    gate = next(r for r in task["tests"] if r["name"] == "test_add_gate")
+    # what a launch of the learner's kernel raises
+    gate, task = gate_of_a_wrapped_failure(repo, "import harness.cuda as hc", made)
     assert gate["outcome"] == FAILED, gate
     assert gate["raised"].startswith(f"{error}: kernel k"), gate
     assert task["gate_reasons"] == [], task
