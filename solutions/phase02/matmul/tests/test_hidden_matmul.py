@@ -48,6 +48,10 @@ def check(cuda, tile, name, M, N, K, schedules=("forward", "reverse")):
 shape = st.tuples(st.integers(1, 70), st.integers(1, 70), st.integers(1, 70))
 
 
+@pytest.mark.kata_gate(
+    "matmul_tiled's C is not A @ B on random shapes (M, N and K from 1 to 70), its threads run "
+    "in two orders"
+)
 @SETTINGS
 @given(mnk=shape)
 def test_tiled_random_shapes(cuda, tile, mnk):
@@ -66,6 +70,7 @@ def test_tiled_thin_and_tiny(cuda, tile, mnk):
     check(cuda, tile, "matmul_tiled", *mnk)
 
 
+@pytest.mark.kata_gate("matmul_naive's C is not A @ B on random shapes (M, N and K from 1 to 70)")
 @SETTINGS
 @given(mnk=shape)
 def test_naive_random_shapes(cuda, tile, mnk):
