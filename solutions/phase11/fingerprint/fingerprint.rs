@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use crate::api::{Component, Entry, Fingerprint, Kind, Score, Verdict, KINDS, MIN_MATCHED, PLACEHOLDERS, TOLERANCE};
+use crate::api::*;
 use crate::sha256::hmac_sha256;
 
 // ---------------------------------------------------------------------------------- collect
@@ -165,7 +165,7 @@ pub fn collect(root: &Path) -> Vec<Component> {
 
 /// Each field as its length (4 bytes, big-endian) followed by its bytes.
 pub fn encode(fields: &[&[u8]]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(fields.iter().map(|f| 4 + f.len()).sum());
+    let mut out = Vec::new();
     for f in fields {
         out.extend_from_slice(&(f.len() as u32).to_be_bytes());
         out.extend_from_slice(f);

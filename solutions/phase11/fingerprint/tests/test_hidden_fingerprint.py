@@ -684,6 +684,13 @@ def spoof_case(F: Any, r: random.Random, case: str) -> tuple[Any, Any]:
         if r.random() < 0.5:
             other.disks = []
         other.gpus = other.gpus[:1]
+    elif case == "sysprepped-clone":
+        # cloned, then virt-sysprep: a new machine-id, the virtual disks' serials kept
+        other.product_uuid = F.random_uuid(r) + "\n"
+        other.machine_id = f"{r.randrange(1 << 128):032x}\n"
+        for nic in other.nics:
+            if nic.device:
+                nic.address = F.random_mac(r)
     elif case == "reinstall":
         other.machine_id = f"{r.randrange(1 << 128):032x}\n"
     elif case == "mac-spoof":  # a second machine takes the host's machine-id and MACs
@@ -702,6 +709,7 @@ SPOOF_WANT = {
     "cloned-vm": "clone",
     "container": "hidden-hardware",
     "reinstall": "reinstalled",
+    "sysprepped-clone": "clone",
     "mac-spoof": "clone",
     "changed-mac": "part-replaced",
 }
