@@ -97,8 +97,9 @@ fn macs(root: &Path) -> Vec<String> {
                 continue;
             }
         }
-        let Some(mac) = fs::read_to_string(dev.join("address")).ok().and_then(|a| normalise_mac(&a)) else {
-            continue;
+        let mac = match fs::read_to_string(dev.join("address")).ok().and_then(|a| normalise_mac(&a)) {
+            Some(mac) => mac,
+            None => continue,
         };
         let first = u8::from_str_radix(&mac[..2], 16).unwrap_or(0);
         // multicast (bit 0: broadcast included), locally administered (bit 1), all zero
@@ -116,7 +117,7 @@ fn disks(root: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for name in entries(&block) {
         let device = block.join(&name).join("device");
-        let removable = fs::read_to_string(block.join(&name).join("removable")).is_ok_and(|r| r.trim() == "1");
+        let removable = fs::read_to_string(block.join(&name).join("removable")).map_or(false, |r| r.trim() == "1");
         if skip.iter().any(|p| name.starts_with(p)) || !exists(&device) || removable {
             continue;
         }
@@ -131,7 +132,10 @@ fn gpus(root: &Path) -> Vec<String> {
     let dir = root.join("proc/driver/nvidia/gpus");
     let mut out = Vec::new();
     for bus in entries(&dir) {
-        let Ok(info) = fs::read(dir.join(&bus).join("information")) else { continue };
+        let info = match fs::read(dir.join(&bus).join("information")) {
+            Ok(info) => info,
+            Err(_) => continue,
+        };
         for line in String::from_utf8_lossy(&info).lines() {
             if let Some((k, v)) = line.split_once(':') {
                 let v = normalise(v);
