@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import hashlib
 import hmac
 import os
@@ -15,6 +14,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -354,13 +354,21 @@ def _libc() -> Any:
     return libc
 
 
+# The tracee asks to be traced by its parent (this test process), then execs the program: no
+# ctypes between fork and exec in a process that may have threads.
+TRACEME_EXEC = (
+    "import ctypes, os, sys; ctypes.CDLL(None).ptrace(0, 0, None, None); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def ptrace_run(program: Program, *args: str, timeout: float = RUN_TIMEOUT) -> Run:
     """Run the program as the tracee of this test process (PTRACE_TRACEME before exec): a tracer
     that is neither gdb nor strace."""
     libc = _libc()
     p = subprocess.Popen(
-        [str(program.path), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=child_env(), preexec_fn=functools.partial(libc.ptrace, PTRACE_TRACEME, 0, None, None),
+        [sys.executable, "-c", TRACEME_EXEC, str(program.path), *args], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=child_env(),
     )  # fmt: skip
     deadline = time.monotonic() + timeout
     status = None
