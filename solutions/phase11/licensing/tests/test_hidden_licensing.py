@@ -233,7 +233,7 @@ def test_canonical_key_order_utf16(canonical: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "encode accepts a float (1.0, 0.5, 1e300, NaN, infinity, -0.0) nested in a payload where canonical JSON allows integers only"
+    "encode accepts a number canonical JSON does not have: a float (1.0, 0.5, 1e300, NaN, infinity, -0.0) or an integer beyond +-(2**53 - 1), nested in a payload"
 )
 def test_canonical_refuses_floats(canonical: Any) -> None:
     r = random_for()
@@ -241,6 +241,10 @@ def test_canonical_refuses_floats(canonical: Any) -> None:
         v = rvalue(r)
         wrapped = r.choice([f, [f], {"seats": f}, {"a": [1, {"b": f}]}, [v, f]])
         with raises(ValueError, f"encode({wrapped!r}) must refuse the float {f!r}"):
+            canonical.encode(wrapped)
+    for n in (2**53, -(2**53), 10**20, -(10**30)):
+        wrapped = r.choice([n, [n], {"seats": n}, {"a": [1, {"b": n}]}])
+        with raises(ValueError, f"encode({wrapped!r}) must refuse an integer beyond 2**53 - 1"):
             canonical.encode(wrapped)
 
 
@@ -491,6 +495,7 @@ def test_issue_refuses_bad_terms(issuer: Any, machine: Any, vendor: Any, tmp_pat
         "a grace of half a second": {"grace": timedelta(seconds=1.5)},
         "duplicate features": {"features": ["a", "a"]},
         "expiry before not_before": {"expiry": terms["not_before"] - timedelta(seconds=1)},
+        "expiry equal to not_before": {"expiry": terms["not_before"]},
         "a naive issued": {"issued": terms["issued"].replace(tzinfo=None)},
         "a non-NFC licensee": {"licensee": "Cafe\u0301"},
         "a binding with k above its parts": {"machine": {"k": 9, "parts": {"a": "00"}}},
@@ -517,6 +522,8 @@ def test_issue_revocations_any(issuer: Any, formats: Any, vendor: Any, tmp_path:
         )
     with raises(ValueError, "issue_revocations must refuse serial 0"):
         issuer.issue_revocations([], 0, at(1_900_000_000), "crl", path)
+    with raises(ValueError, "issue_revocations must refuse an id that is not a string"):
+        issuer.issue_revocations(["LIC-1", 7], 3, at(1_900_000_000), "crl", path)
 
 
 def test_issue_respond_binds_the_challenge(issuer: Any, formats: Any, machine: Any, vendor: Any, tmp_path: Path) -> None:  # fmt: skip
@@ -555,6 +562,11 @@ def test_issue_respond_binds_the_challenge(issuer: Any, formats: Any, machine: A
         spaced = jcs(ch).decode().replace(",", ", ")
         with raises(ValueError, "respond must refuse a challenge that is not canonical JSON"):
             issuer.respond(spaced, terms, k, "act", at(now), path)
+        extra = jcs({**ch, "admin": True}).decode()
+        with raises(
+            ValueError, "respond must refuse a challenge with fields other than CHALLENGE_FIELDS"
+        ):
+            issuer.respond(extra, terms, k, "act", at(now), path)
 
 
 @pytest.mark.kata_gate("a private key is stored in the kata's files after the vendor tool ran")
@@ -799,6 +811,9 @@ def test_verify_revocation_lists(verifier: Any, clockguard: Any, shop: Shop, for
         ),
         "altered after signing": formats.pack(data.replace(b'"serial":5', b'"serial":9'), sig),
         "not canonical": shop.sign(jcs(crl(others, 6)).replace(b",", b", ")),
+        "with serial 0": shop.sign(crl(others, 0)),
+        "naming a license by a number": shop.sign({**crl(others, 6), "revoked": [*others, 7]}),
+        "with the ids as one string": shop.sign({**crl(others, 6), "revoked": ",".join(others)}),
     }
     for what, bad in bad_lists.items():
         expect(verifier.verify_license(text, shop.ring(), p["product"], any_zone(r, now), revocations=bad), "refused", None, f"a revocation list {what}")  # fmt: skip
@@ -1345,7 +1360,7 @@ def test_activation_refuses_forged(field: Field, formats: Any) -> None:
     )
 
 
-def test_activation_reasons(field: Field, formats: Any) -> None:
+def test_activation_reasons(field: Field, formats: Any, activation: Any) -> None:
     r, t = field.r, field.shop.now
     ch = field.challenge(t)
     s = field.shop
@@ -1357,8 +1372,15 @@ def test_activation_reasons(field: Field, formats: Any) -> None:
         (("machine",), "other machine parts", field.respond({**ch, "machine": {"x": "0" * 64}}, t + 5)),
         (("license",), "a license signed by a stranger inside", field.respond(ch, t + 5, lic=s.sign(s.payload(product=field.product), key=Ed25519PrivateKey.generate()))),
         (("fields",), "an extra field", field.respond(ch, t + 5, admin=True)),
+        (("fields", "license"), "a license that is not text", field.respond(ch, t + 5, lic=7)),
     ]  # fmt: skip
     for reasons, what, resp in cases:
         refused_activation(field, formats, resp, t + 10, what, reasons)
     refused_activation(field, formats, field.respond(ch, t + 5), t + field.ttl + 1, "a response after ttl", ("stale",))  # fmt: skip
     refused_activation(field, formats, field.respond(ch, t + 5), t + field.ttl + 2, "a response to a nonce dropped as stale", ("nonce", "stale"))  # fmt: skip
+    default = activation.Activator(field.comps, field.product, s.ring())  # ttl 900 unless told
+    field.act = default
+    ch = field.challenge(t)
+    refused_activation(field, formats, field.respond(ch, t + 5), t + 901, "a response 901 s after its challenge (default ttl 900)", ("stale",))  # fmt: skip
+    ch = field.challenge(t)
+    assert default.complete(field.respond(ch, t + 5), any_zone(r, t + 900)), "Activator.complete: a response 900 s after its challenge (default ttl 900) is in time"  # fmt: skip
