@@ -363,6 +363,8 @@ static void attach(void) {
     long parent = raw3(SYS_getpid, 0, 0, 0);
     if (raw3(SYS_pipe2, (long)fds, 0, 0) != 0) goto out;
     raw3(SYS_prctl, PR_SET_DUMPABLE, 1, 0);
+    raw3(SYS_prctl, PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0); /* Yama's ptrace_scope 1: a child may
+                                                             * not trace its parent uninvited */
     long child = raw3(SYS_clone, SIGCHLD, 0, 0);
     if (child == 0) {
         raw3(SYS_close, fds[0], 0, 0);
@@ -382,6 +384,7 @@ static void attach(void) {
     if (child < 0 || raw3(SYS_read, fds[0], (long)&c, 1) != 1) c = 'n';
     raw3(SYS_close, fds[0], 0, 0);
 out:
+    raw3(SYS_prctl, PR_SET_PTRACER, 0, 0);
     raw3(SYS_prctl, PR_SET_DUMPABLE, was, 0);
     say(1, c == 'y' ? "attached\n" : "attach failed\n");
 }
