@@ -10,6 +10,7 @@ import ctypes
 import hashlib
 import hmac
 import os
+import re
 import select
 import shutil
 import signal
@@ -316,6 +317,15 @@ def gdb_run(program: Program, *args: str, exe: Path | None = None) -> Run:
         exe=exe,
         wrapper=[gdb, "-nx", "-batch", "-ex", "run", "-ex", "info inferiors", "--args"],
     )
+    skip_if_ptrace_refused(run, "gdb")
+    return run
+
+
+def strace_run(program: Program, *args: str) -> Run:
+    """Run the program under `strace -f` (strace starts it as its tracee)."""
+    strace = need_tool("strace")
+    run = program.run(*args, wrapper=[strace, "-f", "-qq", "-o", "/dev/null"])
+    skip_if_ptrace_refused(run, "strace")
     return run
 
 
@@ -357,9 +367,22 @@ def _libc() -> Any:
 # The tracee asks to be traced by its parent (this test process), then execs the program: no
 # ctypes between fork and exec in a process that may have threads.
 TRACEME_EXEC = (
-    "import ctypes, os, sys; ctypes.CDLL(None).ptrace(0, 0, None, None); "
+    "import ctypes, os, sys\n"
+    "if ctypes.CDLL(None).ptrace(0, 0, None, None) != 0: sys.exit(77)\n"
     "os.execv(sys.argv[1], sys.argv[1:])"
 )
+TRACEME_REFUSED = 77
+
+
+def skip_if_ptrace_refused(run: Run, tracer: str) -> None:
+    """Skip (with the reason) when the machine refused the tracer itself: Yama's ptrace_scope 2
+    or 3, a seccomp filter, a container without ptrace. The program never ran traced."""
+    text = run.stdout + run.stderr
+    if re.search(r"\b[0-9a-f]{64}\b", run.stdout) or "exited" in text:
+        return  # the program ran (and answered, or gdb saw it exit): not a refused tracer
+    if "ptrace" in text.lower() and ("Operation not permitted" in text or "EPERM" in text):
+        line = next(s for s in text.splitlines() if "ptrace" in s.lower())
+        pytest.skip(f"this machine does not let {tracer} trace a program: {line.strip()}")
 
 
 def ptrace_run(program: Program, *args: str, timeout: float = RUN_TIMEOUT) -> Run:
@@ -391,6 +414,8 @@ def ptrace_run(program: Program, *args: str, timeout: float = RUN_TIMEOUT) -> Ru
     p.stderr.close()
     p.returncode = 0  # reaped here: keep Popen from waiting again
     code = None if status is None else os.waitstatus_to_exitcode(status)
+    if code == TRACEME_REFUSED and not out:
+        pytest.skip("this machine does not let a process ask to be traced (PTRACE_TRACEME failed)")
     return Run(tuple(args), code, out, err)
 
 
@@ -398,12 +423,12 @@ def ptrace_run(program: Program, *args: str, timeout: float = RUN_TIMEOUT) -> Ru
 def tools() -> Any:
     """The helpers of these tests, for public and hidden tests alike: tools.refused(run, check),
     tools.need_tool(name), tools.gdb_run(program, *args), tools.gdb_exit_status(run),
-    tools.ptrace_run(program, *args), tools.EXIT_TAMPERED, tools.EXIT_TODO."""
+    tools.strace_run(program, *args), tools.ptrace_run(program, *args), tools.EXIT_TAMPERED, tools.EXIT_TODO."""
     import types
 
     return types.SimpleNamespace(
         refused=refused, need_tool=need_tool, gdb_run=gdb_run, gdb_exit_status=gdb_exit_status,
-        ptrace_run=ptrace_run, libc=_libc, EXIT_TAMPERED=EXIT_TAMPERED, EXIT_TODO=EXIT_TODO,
+        ptrace_run=ptrace_run, strace_run=strace_run, libc=_libc, EXIT_TAMPERED=EXIT_TAMPERED, EXIT_TODO=EXIT_TODO,
         GuardCrash=GuardCrash, Run=Run, Precondition=Precondition, RET=RET,
         RETURN_ZERO=RETURN_ZERO,
     )  # fmt: skip

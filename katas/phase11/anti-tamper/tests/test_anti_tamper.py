@@ -47,8 +47,7 @@ def test_tracer_answers_without_a_tracer(program: Any, challenge: bytes) -> None
 
 
 def test_tracer_refuses_under_strace(program: Any, tools: Any, challenge: bytes) -> None:
-    strace = tools.need_tool("strace")
-    run = program.ask(1, challenge, wrapper=[strace, "-f", "-qq", "-o", "/dev/null"])
+    run = tools.strace_run(program, "1", challenge.hex())
     run.todo("guard_tracer")
     assert tools.refused(run, "tracer"), (
         f"under strace -f the program did not refuse: {run.describe()}"

@@ -215,9 +215,8 @@ def test_tracer_under_gdb(program: Any, tools: Any, challenge: bytes) -> None:
 
 @pytest.mark.kata_gate("the program answered under strace -f")
 def test_tracer_under_strace(program: Any, tools: Any, challenge: bytes) -> None:
-    strace = tools.need_tool("strace")
     program.checks_pass(0, challenge, "guard_tracer")
-    run = program.ask(0, challenge, wrapper=[strace, "-f", "-qq", "-o", "/dev/null"])
+    run = tools.strace_run(program, "0", challenge.hex())
     run.todo("guard_tracer")
     run.must_not_crash("the program under strace -f")
     assert tools.refused(run, "tracer"), f"guard_tracer: under strace -f: {run.describe()}"
