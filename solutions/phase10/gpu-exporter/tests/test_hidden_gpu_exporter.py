@@ -425,15 +425,19 @@ def test_collect_hidden_one_read_each(sim: Any, make_exporter: Any) -> None:
                     ("nvmlDeviceGetClockInfo", "clock"),
                     ("nvmlDeviceGetComputeRunningProcesses", "processes"),
                 ]:
-                    assert calls[(fn, i)] == 1, (
+                    # A reading the board does not support may be asked again or remembered
+                    # as unsupported (its answer never changes): once or not at all.
+                    n = calls[(fn, i)]
+                    ok = n == 1 or (what in g.unsupported and n == 0)
+                    assert ok, (
                         f"collect(): {fn} should be called once for GPU {i} per scrape "
-                        f"({what}{' not supported' if what in g.unsupported else ''}), "
-                        f"got {calls[(fn, i)]}"
+                        f"({what}{' not supported' if what in g.unsupported else ''}), got {n}"
                     )
                 n_ecc = calls[("nvmlDeviceGetTotalEccErrors", i)]
-                ok = n_ecc == 2 or ("ecc" in g.unsupported and n_ecc == 1)
+                ok = n_ecc == 2 or ("ecc" in g.unsupported and n_ecc <= 2)
                 assert ok, (
-                    f"collect(): nvmlDeviceGetTotalEccErrors for GPU {i}: 2 calls, got {n_ecc}"
+                    f"collect(): nvmlDeviceGetTotalEccErrors for GPU {i}: 2 calls (corrected, "
+                    f"uncorrected) per scrape, got {n_ecc}"
                 )
 
 
