@@ -393,6 +393,10 @@ def lims_of(spec: Any, slo: Any, slo_spec: Any) -> list[float]:
     return [x[3] / (1 - slo.target) for x in limits(spec, slo, slo_spec)]  # as burn rates
 
 
+@pytest.mark.kata_gate(
+    "the page does not fire within minutes of a fast burn's two windows crossing the threshold, "
+    "or keeps firing after the short window has recovered"
+)
 def test_alerts_fast_burn_pages(
     rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
 ) -> None:
@@ -424,7 +428,8 @@ def test_alerts_fast_burn_pages(
 
 
 @pytest.mark.kata_gate(
-    "no page while a burn between the 6 h / 30 m and the 1 h / 5 m thresholds holds for hours"
+    "the page does not follow a burn between the 6 h / 30 m and the 1 h / 5 m thresholds: on "
+    "within minutes of both windows crossing, off once the 30 m window recovers"
 )
 def test_alerts_medium_burn_pages_on_the_6h_window(
     rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
@@ -454,8 +459,8 @@ def test_alerts_medium_burn_pages_on_the_6h_window(
 
 
 @pytest.mark.kata_gate(
-    "a slow burn under every page's threshold does not open a ticket, or pages, or a very slow "
-    "one over the 3 d window's threshold does not"
+    "the alerts are wrong in slow burns (under every page's threshold, over a ticket's: the "
+    "1 d / 2 h row's or only the 3 d / 6 h row's): a ticket must fire and no page"
 )
 def test_alerts_slow_burns_open_tickets(
     rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
