@@ -336,6 +336,23 @@ def test_strings_no_strided_copy(program: Any, challenge: bytes) -> None:
                     )
 
 
+@pytest.mark.kata_gate("a secret is in the program file with its bytes only reordered")
+def test_strings_no_shuffled_copy(program: Any, challenge: bytes) -> None:
+    program.baseline(0, challenge)
+    data = np.frombuffer(program.data, np.uint8)
+    for i, s in enumerate(program.secrets):
+        values, want = np.unique(np.frombuffer(s, np.uint8), return_counts=True)
+        # counts of each of the secret's byte values in every window of len(s) bytes
+        cum = np.zeros((len(values), len(data) + 1), np.int32)
+        np.cumsum(data[None, :] == values[:, None], axis=1, out=cum[:, 1:])
+        windows = cum[:, len(s) :] - cum[:, : -len(s)]
+        hits = np.flatnonzero((windows == want[:, None]).all(axis=0))
+        assert len(hits) == 0, (
+            f"guard_secret: the {len(s)} bytes at {int(hits[0]):#x} of the program file are "
+            f"secret {i} ({s.decode()}) reordered: {program.data[hits[0] : hits[0] + len(s)]!r}"
+        )
+
+
 def masked_hits(data: bytes, secret: bytes) -> list[str]:
     """Where secret lies in data under a byte mask a known-plaintext scan recovers: XOR or
     subtraction with a mask of period 1..8, or with a mask that steps by a constant."""
