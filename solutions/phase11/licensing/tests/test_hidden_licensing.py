@@ -357,7 +357,7 @@ def test_canonical_decode_refuses_respellings(canonical: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "decode accepts a float, NaN, -0 or a duplicate key (which of two values did the signer mean?)"
+    "decode accepts a float, NaN, -0, an integer beyond +-(2**53 - 1) or a duplicate key (which of two values did the signer mean?)"
 )
 def test_canonical_decode_refuses_floats_and_duplicates(canonical: Any) -> None:
     r = random_for()
@@ -374,6 +374,9 @@ def test_canonical_decode_refuses_floats_and_duplicates(canonical: Any) -> None:
                 continue
             with raises(ValueError, f"decode must refuse {what}: {other[:120]!r}"):
                 canonical.decode(other)
+    for n in (2**53, -(2**53), 10**20):
+        with raises(ValueError, f"decode must refuse the integer {n}, beyond 2**53 - 1"):
+            canonical.decode(b'{"seats":' + str(n).encode() + b"}")
 
 
 # ------------------------------------------------------------------------------ issue
@@ -903,6 +906,9 @@ def test_verify_reasons(verifier: Any, clockguard: Any, shop: Shop, formats: Any
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now), guard=guard), "valid", "", "a good license with a fresh guard")  # fmt: skip
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - 301), guard=guard), "refused", "rollback", "a clock 301 s behind the mark (tolerance 300)")  # fmt: skip
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - 300), guard=guard), "valid", "", "a clock 300 s behind the mark (tolerance 300)")  # fmt: skip
+    same_list = shop.sign(crl([], 4))
+    for i in range(3):  # a client re-verifies at every start with the list it has
+        expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - i), revocations=same_list, guard=guard), "valid", "", f"the same revocation list (serial 4) seen for the {i + 1}. time")  # fmt: skip
 
 
 @pytest.mark.kata_gate(
