@@ -48,6 +48,8 @@ class Story:
     series: list[dict[str, str]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     notes: dict[tuple[str, int], str] = field(default_factory=dict)
+    # a check's plain query (what the learner's rules give), for the failure message
+    plain: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def add(self, expr: str, minute: int, samples: list[dict[str, Any]], note: str) -> None:
         self.checks.append({"expr": expr, "eval_time": f"{minute}m", "exp_samples": samples})
@@ -73,6 +75,7 @@ class Story:
             f"(abs({got} - {w!r}) <= bool {1e-9 + 1e-6 * abs(w)!r})" for w in dict.fromkeys(wants)
         )
         expr = f"clamp_max({terms}, 1)"
+        self.plain[(expr, minute * 60)] = got
         want = " or ".join(f"{w:.6g}" for w in dict.fromkeys(wants))
         self.add(
             expr,
@@ -113,11 +116,37 @@ class Lab:
         notes: dict[tuple[str, int], str] = {}
         for s in stories:
             notes.update(s.notes)
+        failed = [(e, _seconds(w), got) for e, w, _exp, got in self.promtool.failures(out)]
+        values = self._values(rules, stories, failed, evaluation_interval)
         said = []
-        for expr, when, _exp, got in self.promtool.failures(out):
-            note = notes.get((expr, _seconds(when)), f"{expr} at {when}")
-            said.append(f"{note} (promtool got: {got or 'nothing'})")
+        for expr, when, got in failed:
+            note = notes.get((expr, when), f"{expr} at {when} s")
+            said.append(f"{note} (promtool got: {values.get((expr, when), got) or 'nothing'})")
         return said or [f"promtool test rules failed:\n{out[-2000:]}"]
+
+    def _values(
+        self, rules: dict[str, Any], stories: list[Story], failed: list[Any], interval: str
+    ) -> dict[tuple[str, int], str]:
+        """What the learner's rules gave for the failed ratio checks (their plain queries, run
+        again and expected to be empty, so that promtool prints every value)."""
+        groups, back = [], {}
+        for s in stories:
+            asks = []
+            for expr, when, _ in failed[:8]:
+                plain = s.plain.get((expr, when))
+                if plain:
+                    asks.append({"expr": plain, "eval_time": f"{when}s", "exp_samples": []})
+                    back[(plain, when)] = (expr, when)
+            if asks:
+                groups.append({**s.group(), "promql_expr_test": asks})
+        if not groups:
+            return {}
+        _, out = self.promtool.run_tests(rules, groups, interval)
+        return {
+            back[(e, _seconds(w))]: got
+            for e, w, _, got in self.promtool.failures(out)
+            if (e, _seconds(w)) in back
+        }
 
 
 @pytest.fixture(scope="module")
