@@ -1,6 +1,8 @@
 """The build tools of anti-tamper: given, not yours to edit.
 
-    python3 tamper.py secrets [COUNT] > secrets.h   a fresh secrets.h (random secrets)
+    python3 tamper.py secrets [COUNT] > DIR/secrets.h   a fresh secrets.h (random secrets), in a
+                                                    directory of its own: one beside guard.c
+                                                    would hide the tests' secrets.h
     python3 tamper.py seal PROGRAM                  stamp PROGRAM's code digest into .kata_seal
     python3 tamper.py build [OUT]                   secrets.h + cc + seal: a program to attack
 

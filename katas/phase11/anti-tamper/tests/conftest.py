@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from harness.loader import KataLoadError
 from harness.native.build import build_executable
 from harness.testing import random_for
 
@@ -281,6 +282,13 @@ def child_env() -> dict[str, str]:
 def program(kata: Any, tmp_path_factory: pytest.TempPathFactory) -> Program:
     """Your guard.c + main.c + sha256.c, with a fresh secrets.h, built (-O2 -g) and sealed."""
     tamper = kata.module("tamper")
+    for d in kata.search_path:
+        if (Path(d) / "secrets.h").exists():  # the sources do not load as the tests build them
+            raise KataLoadError(
+                f"{Path(d) / 'secrets.h'} would hide the tests' own secrets.h (guard.c's "
+                f'#include "secrets.h" finds the one beside it first): delete it; '
+                f"`python3 tamper.py build` keeps its secrets.h in a temporary directory"
+            )
     tmp = tmp_path_factory.mktemp("anti-tamper")
     secrets = fresh_secrets(f"anti-tamper secrets {tmp.name}")
     (tmp / "inc").mkdir()
