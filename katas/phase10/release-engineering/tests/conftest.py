@@ -52,16 +52,17 @@ def tracing(kata: Any) -> Any:
 
 @pytest.fixture
 def run_bpftrace() -> Any:
-    """run_bpftrace(program, child, timeout=20): start `program` under bpftrace, wait until its
-    probes are attached, let `child` (a Popen blocked on reading its stdin) go on by closing its
-    stdin, wait for the child, stop bpftrace with SIGINT and return (stdout, stderr)."""
+    """run_bpftrace(program, child, others=(), timeout=20): start `program` under bpftrace, wait
+    until its probes are attached, let `child` and `others` (Popens blocked on reading their
+    stdin) go on by closing their stdin, wait for them, stop bpftrace with SIGINT and return
+    (stdout, stderr)."""
     import signal
     import subprocess
     import time
 
     started: list[Any] = []
 
-    def run(program: str, child: Any, timeout: float = 20.0) -> tuple[str, str]:
+    def run(program: str, child: Any, others: Any = (), timeout: float = 20.0) -> tuple[str, str]:
         bt = subprocess.Popen(
             ["bpftrace", "-e", program],
             stdout=subprocess.PIPE,
@@ -76,8 +77,10 @@ def run_bpftrace() -> Any:
             out, err = bt.communicate(timeout=5)
             raise AssertionError(f"bpftrace did not attach: {line}{out}{err}".strip())
         time.sleep(0.2)  # attached: the probes fire from now on
-        child.stdin.close()
-        child.wait(timeout=max(1.0, deadline - time.monotonic()))
+        for p in (child, *others):
+            p.stdin.close()
+        for p in (child, *others):
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
         bt.send_signal(signal.SIGINT)
         out, err = bt.communicate(timeout=max(1.0, deadline - time.monotonic()))
         return out, err

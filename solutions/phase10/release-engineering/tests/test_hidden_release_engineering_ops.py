@@ -518,9 +518,8 @@ def test_ebpf_counts_only_that_process(tracing: Any, run_bpftrace: Any, syscall_
     n = r.randint(0, 300)
     noise = syscall_child(r.randint(200, 500), call)
     child = syscall_child(n, call)
-    noise.stdin.close()  # runs while the traced child does
-    out, err = run_bpftrace(tracing.count_syscall_program(call, child.pid), child)
-    noise.wait(timeout=20)
+    # the noise process runs while the traced child does, both released once bpftrace attached
+    out, err = run_bpftrace(tracing.count_syscall_program(call, child.pid), child, [noise])
     lines = out.strip().splitlines()
     assert lines[-1:] == [f"{call} {n}"], (
         f"count_syscall_program({call!r}, pid): bpftrace printed {out!r} (stderr {err[-300:]!r}); "
