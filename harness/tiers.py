@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .manifest import CAPABILITIES, TIERS
 
@@ -205,17 +206,64 @@ def _probe_bpftrace(path: Path) -> str | None:
     """None when bpftrace can attach a syscall tracepoint here, else the kernel's refusal. Being on
     PATH is not enough: eBPF tracing needs root (or CAP_BPF and CAP_PERFMON) and tracefs, which
     most containers lack; `BEGIN { exit(); }` alone attaches nothing and passes even there, so the
-    probe attaches the tracepoint the kata's task uses. Bounded: 15 s."""
+    probe attaches the tracepoint the kata's task uses. Bounded: 15 s. Every pytest session
+    probes (the suite starts hundreds), so the answer is kept for this boot, binary, mount
+    namespace, user and capability set (_cached_run)."""
     program = "tracepoint:syscalls:sys_enter_getppid { } BEGIN { exit(); }"
+
+    def run() -> str | None:
+        try:
+            out = subprocess.run(
+                [str(path), "-e", program], capture_output=True, text=True, timeout=15
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"bpftrace could not run here: {e}"
+        if out.returncode == 0:
+            return None
+        errors = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
+        said = (errors[-1] if errors else (out.stderr or out.stdout).strip()[-200:]) or "no output"
+        return f"bpftrace cannot trace system calls here (exit {out.returncode}: {said[:200]})"
+
+    return _cached_run("bpftrace", path, run)
+
+
+def _cached_run(name: str, path: Path, run: Any) -> str | None:
+    """run()'s answer, remembered in the temp directory under a key of everything it depends on:
+    the tool (path, size, mtime), the boot, the mount namespace (tracefs may be mounted in one
+    namespace only), the user and its capabilities. A cache that cannot be read or written is
+    no cache."""
+    import tempfile
+
+    def read(p: str) -> str:
+        try:
+            return Path(p).read_text().strip()
+        except OSError:
+            return ""
+
     try:
-        out = subprocess.run([str(path), "-e", program], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bpftrace could not run here: {e}"
-    if out.returncode == 0:
-        return None
-    errors = [ln.strip() for ln in (out.stderr + out.stdout).splitlines() if "ERROR" in ln]
-    said = (errors[-1] if errors else (out.stderr or out.stdout).strip()[-200:]) or "no output"
-    return f"bpftrace cannot trace system calls here (exit {out.returncode}: {said[:200]})"
+        st = path.stat()
+        mnt = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return run()
+    caps = [ln for ln in read("/proc/self/status").splitlines() if ln.startswith("CapEff")]
+    key = [str(path), st.st_size, st.st_mtime_ns, read("/proc/sys/kernel/random/boot_id"), mnt,
+           os.geteuid(), caps]  # fmt: skip
+    cache = Path(tempfile.gettempdir()) / f"gpu-katas-probe-{os.geteuid()}" / f"{name}.json"
+    try:
+        saved = json.loads(cache.read_text())
+        if saved.get("key") == key:
+            return saved.get("why")
+    except (OSError, ValueError, AttributeError):
+        pass
+    why = run()
+    try:
+        cache.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "why": why}))
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return why
 
 
 # Capabilities whose tool must also run (the kernel may refuse it): tool path -> None or why not.

@@ -421,10 +421,16 @@ def test_bpftrace_counts_only_where_the_kernel_lets_it_trace(tmp_path: Path) -> 
         "exit 1\n"
     )
     works = tmp_path / "works"
-    works.write_text('#!/bin/sh\ncase "$2" in *sys_enter_getppid*exit*) exit 0;; esac\nexit 3\n')
+    runs = tmp_path / "runs"
+    works.write_text(
+        f'#!/bin/sh\necho run >> {runs}\ncase "$2" in *sys_enter_getppid*exit*) exit 0;; esac\nexit 3\n'
+    )
     for f in (refused, works):
         f.chmod(0o755)
     why = _probe_bpftrace(refused)
     assert why is not None and "tracepoint not found: syscalls:sys_enter_getppid" in why
     assert why.startswith("bpftrace cannot trace system calls here (exit 1")
     assert _probe_bpftrace(works) is None, "a program with the syscall tracepoint and exit() ran"
+    assert _probe_bpftrace(works) is None and runs.read_text() == "run\n", "the answer is kept"
+    works.write_text(works.read_text() + "# another build\n")
+    assert _probe_bpftrace(works) is None and runs.read_text() == "run\nrun\n", "a new binary"
