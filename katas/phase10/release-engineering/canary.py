@@ -21,7 +21,8 @@ def latency_p_value(base_ms: list[float], canary_ms: list[float]) -> float:
     """One-sided Mann-Whitney U test that canary latencies are stochastically larger: U of the
     canary (ties count 1/2), the normal approximation with the tie-corrected variance and a 0.5
     continuity correction (scipy.stats.mannwhitneyu(canary, base, alternative="greater",
-    method="asymptotic")). ValueError when either sample is empty."""
+    method="asymptotic")); 1.0 when every latency is the same (no evidence, and no variance).
+    ValueError when either sample is empty."""
     todo("latency_p_value")
 
 

@@ -27,16 +27,11 @@ def errors_p_value(
     total = base_errors + canary_errors
     n = base_requests + canary_requests
     top = min(total, canary_requests)
-    if canary_errors > top:
-        return 0.0
     denom = _log_comb(n, canary_requests)
     terms = [
         _log_comb(total, k) + _log_comb(n - total, canary_requests - k) - denom
         for k in range(canary_errors, top + 1)
-        if canary_requests - k <= n - total
     ]
-    if not terms:
-        return 0.0
     peak = max(terms)
     return min(1.0, math.exp(peak) * math.fsum(math.exp(t - peak) for t in terms))
 
@@ -45,9 +40,10 @@ def latency_p_value(base_ms: list[float], canary_ms: list[float]) -> float:
     """One-sided Mann-Whitney U test that canary latencies are stochastically larger: U of the
     canary (ties count 1/2), the normal approximation with the tie-corrected variance and a 0.5
     continuity correction (scipy.stats.mannwhitneyu(canary, base, alternative="greater",
-    method="asymptotic")). ValueError when either sample is empty."""
+    method="asymptotic")); 1.0 when every latency is the same (no evidence, and no variance).
+    ValueError when either sample is empty."""
     n1, n2 = len(canary_ms), len(base_ms)
-    if n1 == 0 or n2 == 0:
+    if not (n1 and n2):
         raise ValueError("latency_p_value needs at least one sample on each side")
     pooled = sorted([(x, 1) for x in canary_ms] + [(x, 0) for x in base_ms])
     n = n1 + n2
@@ -63,9 +59,9 @@ def latency_p_value(base_ms: list[float], canary_ms: list[float]) -> float:
         i = j
     u = rank_sum - n1 * (n1 + 1) / 2
     mean = n1 * n2 / 2
-    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
     if var <= 0:
-        return 0.5 if u == mean else (0.0 if u > mean else 1.0)
+        return 1.0
     z = (u - mean - 0.5) / math.sqrt(var)
     return 0.5 * math.erfc(z / math.sqrt(2))
 

@@ -50,7 +50,7 @@ def test_semver_precedence_spec_chain(semver: Any) -> None:
     assert semver.compare("2.0.0", "11.0.0") == -1
 
 
-def test_semver_ranges(semver: Any) -> None:
+def test_ranges_examples(semver: Any) -> None:
     assert semver.satisfies("12.4.1", ">=12.2,<13")
     assert not semver.satisfies("12.1.0", ">=12.2,<13")
     assert not semver.satisfies("13.0.0", ">=12.2,<13")
@@ -111,7 +111,7 @@ def test_compat_check(compat: Any, release: Any) -> None:
     assert compat.check(ngc, h100("545.23.06")).reason == r.COMPAT_NOT_ON_THIS_DRIVER
 
 
-def test_compat_rollout(compat: Any, release: Any) -> None:
+def test_rollout_drivers_first(compat: Any, release: Any) -> None:
     r = release
     fleet = [
         r.Node("a", "535.104.05", "sm_90"),

@@ -14,7 +14,7 @@ import pytest
 
 
 # --------------------------------------------------------------------------- canary
-def test_canary_errors_p_value(canary: Any) -> None:
+def test_stats_errors_p_value(canary: Any) -> None:
     # 11 errors in all, 9 in the canary, equal arms: P(X >= 9), X ~ Binomial(11, 1/2) here.
     assert canary.errors_p_value(2, 5000, 9, 5000) == pytest.approx(0.03264234, rel=1e-6)
     assert canary.errors_p_value(5, 100, 5, 100) == pytest.approx(0.626235125, rel=1e-6)
@@ -27,7 +27,7 @@ def test_canary_errors_p_value(canary: Any) -> None:
         canary.errors_p_value(5, 3, 0, 10)
 
 
-def test_canary_latency_p_value(canary: Any) -> None:
+def test_stats_latency_p_value(canary: Any) -> None:
     base = [100.0, 110.0, 120.0, 130.0, 140.0]
     # Values of scipy.stats.mannwhitneyu(canary, base, alternative="greater", method="asymptotic").
     assert canary.latency_p_value(base, base) == pytest.approx(0.5422350133, rel=1e-6)  # all ties

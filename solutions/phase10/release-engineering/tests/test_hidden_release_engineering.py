@@ -294,7 +294,7 @@ def random_range(r: random.Random) -> tuple[str, list[str]]:
     "semver.satisfies disagrees with the range's bounds on random ranges and versions (partial "
     "versions, carets, tildes, pre-releases)"
 )
-def test_semver_any_ranges(semver: Any) -> None:
+def test_ranges_any(semver: Any) -> None:
     r = random_for()
     for _ in range(250):
         spec, versions = random_range(r)
@@ -308,7 +308,7 @@ def test_semver_any_ranges(semver: Any) -> None:
     "semver.satisfies lets a pre-release into a range none of whose comparators names a "
     "pre-release of its major.minor.patch"
 )
-def test_semver_ranges_keep_prereleases_out(semver: Any) -> None:
+def test_ranges_keep_prereleases_out(semver: Any) -> None:
     r = random_for()
     for _ in range(40):
         major = r.randint(1, 20)
@@ -328,11 +328,20 @@ def test_semver_ranges_keep_prereleases_out(semver: Any) -> None:
         )
 
 
-def test_semver_max_satisfying_any(semver: Any) -> None:
+@pytest.mark.kata_gate(
+    "semver.max_satisfying does not return the matching version of highest precedence on random "
+    "lists (numbers as numbers, releases above their pre-releases)"
+)
+def test_ranges_max_satisfying_any(semver: Any) -> None:
     r = random_for()
+    cases = [(["12.9.1", "12.10.0", "12.10.0-rc.1", "13.0.0-rc.1"], ">=12.2,<13"),
+             (["2.0.0-rc.2", "2.0.0-rc.10", "1.9.0"], ">=2.0.0-rc.1"),
+             (["0.9.0", "0.10.0", "0.10.1"], "^0.9 , >=0.1")]  # fmt: skip
     for _ in range(80):
         spec, versions = random_range(r)
         r.shuffle(versions)
+        cases.append((versions, spec))
+    for versions, spec in cases:
         ok = [v for v in versions if oracle_satisfies(v, spec)]
         got = semver.max_satisfying(versions, spec)
         if not ok:
@@ -346,7 +355,7 @@ def test_semver_max_satisfying_any(semver: Any) -> None:
         )
 
 
-def test_semver_refuses_bad_ranges(semver: Any) -> None:
+def test_ranges_refuse_bad_specs(semver: Any) -> None:
     for spec in [
         "",
         ">=",
@@ -508,6 +517,10 @@ def test_compat_forward_compatibility(compat: Any, release: Any) -> None:
         )
 
 
+@pytest.mark.kata_gate(
+    "compat.driver_version or min_driver accepts a string that is not a driver version or a "
+    "toolkit of the table"
+)
 def test_compat_refuses_bad_input(compat: Any, release: Any) -> None:
     for bad in ["535", "535..1", "535.54.03.7", "r535", " 535.54.03", "535.54.03\n", "٥35.54.03"]:
         with raises(
@@ -545,7 +558,7 @@ def oracle_rollout(release: Any, fleet: list, build: Any, target: str) -> tuple[
     "compat.rollout's steps differ from every driver upgrade first, then a deploy wherever the "
     "build runs on the upgraded node, on a random fleet"
 )
-def test_compat_any_fleet_rollout(compat: Any, release: Any) -> None:
+def test_rollout_any_fleet(compat: Any, release: Any) -> None:
     r = random_for()
     for _ in range(80):
         fleet = [release.Node(f"gpu-{i:02d}", random_driver(r), r.choice(ARCHS), r.random() < 0.8)
