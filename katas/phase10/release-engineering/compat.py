@@ -40,7 +40,8 @@ def min_driver(runtime: str) -> str:
 def needs_jit(build: Build, arch: str) -> bool | None:
     """False when a cubin of `build` runs on GPUs of `arch` (same major, minor at least the
     cubin's), True when only its PTX does (a virtual arch at most the GPU's: JIT at load time),
-    None when nothing does."""
+    None when nothing does. ValueError naming an architecture that is not sm_XY (the GPU, the
+    cubins) or compute_XY (the PTX)."""
     todo("needs_jit")
 
 

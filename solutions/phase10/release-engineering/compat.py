@@ -54,7 +54,8 @@ def _arch(text: str, kind: str) -> tuple[int, int]:
 def needs_jit(build: Build, arch: str) -> bool | None:
     """False when a cubin of `build` runs on GPUs of `arch` (same major, minor at least the
     cubin's), True when only its PTX does (a virtual arch at most the GPU's: JIT at load time),
-    None when nothing does."""
+    None when nothing does. ValueError naming an architecture that is not sm_XY (the GPU, the
+    cubins) or compute_XY (the PTX)."""
     gpu = _arch(arch, "sm")
     if any(c[0] == gpu[0] and c[1] <= gpu[1] for c in (_arch(s, "sm") for s in build.cubins)):
         return False

@@ -532,6 +532,15 @@ def test_compat_refuses_bad_input(compat: Any, release: Any) -> None:
             ValueError, f"compat.min_driver({bad!r}) must refuse a toolkit CUDA never shipped"
         ):
             compat.min_driver(bad)
+    good = release.Build("b", "12.8.1", ("sm_90",), ("compute_90",))
+    for build, arch in [(good, "sm90"), (good, "sm_9"), (good, "gfx90a"), (good, "compute_90"),
+                        (good, "sm_90 "), (release.Build("b", "12.8.1", ("sm_9x",)), "sm_90"),
+                        (release.Build("b", "12.8.1", (), ("sm_80",)), "sm_90")]:  # fmt: skip
+        with raises(
+            ValueError,
+            f"compat.needs_jit({build}, {arch!r}) must refuse what is not an architecture",
+        ):
+            compat.needs_jit(build, arch)
     r = random_for()
     for runtime, driver in r.sample(sorted(release.TOOLKIT_MIN_DRIVER.items()), 6):
         got = compat.min_driver(runtime)
