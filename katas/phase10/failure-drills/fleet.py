@@ -742,16 +742,17 @@ def timeline_svg(scenario: Scenario, actions: list[Action],
     a fault's onset (grey bar to the end), the incident's report (red triangle) and each action
     (a letter: C cordon, D drain, R reset_gpu, B reboot, E escalate, U uncordon)."""
     rows = sorted({f.node for f in scenario.faults} | {a.node for a in actions})
-    w, h, left, top = 760, 40 + 26 * max(1, len(rows)), 150, 30
+    w, h, left, top = 1000, 50 + 46 * max(1, len(rows)), 150, 30
     dx = (w - left - 20) / max(1, scenario.horizon)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
            f'font-family="sans-serif" font-size="11">',
            f'<text x="{left}" y="16">ticks 0..{scenario.horizon - 1}; cap '
-           f'{scenario.policy.max_out(len(scenario.nodes))} nodes</text>']  # fmt: skip
+           f'{scenario.policy.max_out(len(scenario.nodes))} nodes. grey: a fault; red: its '
+           f'report; C cordon, D drain, R reset_gpu, B reboot, E escalate, U uncordon</text>']  # fmt: skip
     letter = {"cordon": "C", "drain": "D", "reset_gpu": "R", "reboot": "B", "escalate": "E",
               "uncordon": "U"}  # fmt: skip
     for k, node in enumerate(rows):
-        y = top + 26 * k
+        y = top + 46 * k
         out.append(f'<text x="4" y="{y + 14}">{node}</text>')
         out.append(f'<line x1="{left}" y1="{y + 10}" x2="{w - 20}" y2="{y + 10}" stroke="#ddd"/>')
         for f in scenario.faults:
@@ -769,8 +770,9 @@ def timeline_svg(scenario: Scenario, actions: list[Action],
             if a.node == node:
                 n = seen.get(a.tick, 0)
                 seen[a.tick] = n + 1
-                x = left + a.tick * dx + 7 * n
-                out.append(f'<text x="{x:.1f}" y="{y + 23}" fill="#036">{letter[a.verb]}'
+                x = left + a.tick * dx - 3
+                out.append(f'<text x="{x:.1f}" y="{y + 25 + 10 * n}" fill="#036" font-size="10">'
+                           f'{letter[a.verb]}'
                            f'<title>{a.verb} at {a.tick}</title></text>')  # fmt: skip
     out.append("</svg>")
     return "\n".join(out)

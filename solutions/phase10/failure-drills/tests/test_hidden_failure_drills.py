@@ -154,22 +154,76 @@ def test_detect_application_xids(detect: Any, fleet: Any, kata_rng: Any) -> None
     )
 
 
+XID_KIND = {79: "gpu-lost", 48: "ecc", 94: "ecc", 95: "ecc", 64: "row-remap-failure"}
+
+
+@pytest.mark.kata_gate(
+    "Detector ties an XID line (79, 48, 94, 95, 64) to another GPU or node than the one it "
+    "names, or reports it without the line as evidence (random bus numbers, PCI domains 0 and "
+    "1, two nodes with the same bus numbers)"
+)
 def test_detect_xid_by_pci_address(detect: Any, fleet: Any, kata_rng: Any) -> None:
     for domain in (0, 1):
         buses = sorted(int(b) for b in kata_rng.choice(range(0x10, 0xF0), 8, replace=False))
-        node, policy = one_node(fleet, domain=domain, buses=buses)
-        det = detect.Detector([node], policy)
-        gpu = int(kata_rng.integers(0, 8))
-        line = fleet.xid_line(node, gpu, 79, 1, 0)
-        got = feed(det, node, [sample(fleet, node, 0), sample(fleet, node, 1, log=(line,))])
-        assert got == [(1, "gpu-lost", f"gpu{gpu}", 1)], (
-            f"Detector.observe on {line!r} (GPU {gpu} is {node.gpus[gpu].pci_bus_id}): got {got}"
+        a, policy = one_node(fleet, domain=domain, buses=buses)
+        b = dataclasses.replace(a, name="node-q8")  # the same server model: the same bus ids
+        det = detect.Detector([a, b], policy)
+        det.observe(0, {a.name: sample(fleet, a, 0), b.name: sample(fleet, b, 0)})
+        gpus = [int(g) for g in kata_rng.choice(8, 5, replace=False)]
+        got, want, lines = [], [], {}
+        for t, (xid, gpu) in enumerate(zip(XID_KIND, gpus, strict=True), start=1):
+            line = fleet.xid_line(a, gpu, xid, t, 0 if xid in (79, 64) else 4242)
+            both = t % 2 == 1
+            samples = {a.name: sample(fleet, a, t, log=(line,)),
+                       b.name: sample(fleet, b, t, log=(line,) if both else ())}  # fmt: skip
+            for i in det.observe(t, samples):
+                got.append((t, i.kind, i.node, i.device, i.first_seen))
+                lines[(t, i.node)] = i.evidence
+            for n in (a, b) if both else (a,):
+                want.append((t, XID_KIND[xid], n.name, f"gpu{gpu}", t))
+                assert line in lines.get((t, n.name), ()), (
+                    f"Detector.observe: the incident of {line!r} on {n.name} must carry the line "
+                    f"as evidence; it carries {lines.get((t, n.name))}"
+                )
+        assert sorted(got) == sorted(want), (
+            f"Detector.observe on XID lines for GPUs {gpus} of nodes with buses "
+            f"{[g.pci_bus_id for g in a.gpus]} (the odd ticks on both nodes): got {got}, "
+            f"expected {want}"
         )
 
 
 @pytest.mark.kata_gate(
+    "disk-full detection disagrees with used_bytes >= policy.disk_full * size_bytes just under "
+    "and just over the threshold, per mount"
+)
+def test_detect_disk_boundary(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    import math
+
+    thr = float(kata_rng.choice([0.9, 0.925, 0.95, 0.97]))
+    node, policy = one_node(fleet, disk_full=thr)
+    node = dataclasses.replace(node, mounts=("/", "/local"))
+    det = detect.Detector([node], policy)
+    sizes = [int(kata_rng.integers(2**30, 2**43)) for _ in range(2)]
+    under = [math.floor(thr * z) - 1 for z in sizes]
+    over = [math.ceil(thr * z) + 1 for z in sizes]
+    plan = [(under[0] - 10**6, 10), (under[0], under[1]), (under[0], over[1]),
+            (over[0], over[1]), (sizes[0], sizes[1])]  # fmt: skip
+    got = []
+    for t, (u0, u1) in enumerate(plan):
+        disks = (fleet.DiskSample("/", u0, sizes[0]), fleet.DiskSample("/local", u1, sizes[1]))
+        s = dataclasses.replace(sample(fleet, node, t), disks=disks)
+        got += [(t, i.kind, i.device, i.first_seen) for i in det.observe(t, {node.name: s})]
+    want = [(2, "disk-full", "/local", 2), (3, "disk-full", "/", 3)]
+    assert got == want, (
+        f"Detector.observe with disk_full={thr}, sizes {sizes}: (used of /, used of /local) "
+        f"per tick {plan}: got {got}, expected {want}"
+    )
+
+
+@pytest.mark.kata_gate(
     "Detector misses a fault whose XID line never reached the log (a GPU gone from the bus, a "
-    "DBE counter that rose, a remap pending or failed, with no kernel-log line)"
+    "DBE counter that rose, a remap pending or failed, with no kernel-log line), or reports "
+    "one without evidence lines"
 )
 def test_detect_state_without_log(detect: Any, fleet: Any, kata_rng: Any) -> None:
     """The kernel log can be lost (rate limits, a full disk, a crashed agent): the state tells."""
@@ -189,7 +243,14 @@ def test_detect_state_without_log(detect: Any, fleet: Any, kata_rng: Any) -> Non
             kind, fields = states[k]
             samples.append(sample(fleet, node, t, gpu=gpus[k], **fields))
             want.append((t, kind, f"gpu{gpus[k]}", t))
-        got = feed(det, node, samples)
+        got = []
+        for t, s in enumerate(samples):
+            for i in det.observe(t, {node.name: s}):
+                got.append((t, i.kind, i.device, i.first_seen))
+                assert i.evidence and all(type(e) is str and e.strip() for e in i.evidence), (
+                    f"Detector.observe: {i.kind} on {i.device} (state only) has no evidence "
+                    f"lines: {i.evidence}"
+                )
         assert got == want, (
             f"Detector.observe without XID lines (state only: "
             f"{[(f'gpu{gpus[k]}', states[k][1]) for k in order]} at ticks 1-4): got {got}, "
@@ -459,6 +520,10 @@ def test_remediate_cap_frees_up(remediate: Any, fleet: Any, judged: Any, kata_rn
     check(v, "cap 1: ecc at 5 (reset, uncordon), thermal at 7 (over the cap), disk-full at 30")
 
 
+@pytest.mark.kata_gate(
+    "Remediator acts on a node it escalated at the cap, or does not escalate each of that "
+    "node's later incidents once, even after a slot frees up"
+)
 def test_remediate_left_alone_stays_alone(remediate: Any, fleet: Any, drill: Any,
                                           kata_rng: Any) -> None:  # fmt: skip
     """Cap 2, one node in maintenance, node A taken by an ecc error at 5 (its job checkpoints
