@@ -27,6 +27,7 @@ class ClockGuard:
     restart) sees what this one wrote, and an edit between two calls is caught."""
 
     def __init__(self, path: str | os.PathLike[str], mac_key: bytes, tolerance: int = 300) -> None:
+        """ValueError for a mac_key of fewer than 16 bytes or a tolerance that is not an int >= 0."""
         todo("ClockGuard.__init__")
 
     def observe(self, now: datetime) -> int:

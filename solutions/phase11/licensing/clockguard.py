@@ -33,6 +33,7 @@ class ClockGuard:
     restart) sees what this one wrote, and an edit between two calls is caught."""
 
     def __init__(self, path: str | os.PathLike[str], mac_key: bytes, tolerance: int = 300) -> None:
+        """ValueError for a mac_key of fewer than 16 bytes or a tolerance that is not an int >= 0."""
         if type(mac_key) is not bytes or len(mac_key) < 16:
             raise ValueError("mac_key must be at least 16 bytes")
         if type(tolerance) is not int or tolerance < 0:

@@ -1154,6 +1154,9 @@ def test_clock_serial_persists(clockguard: Any, tmp_path: Path) -> None:
     key = r.randbytes(32)
     g = clockguard.ClockGuard(tmp_path / "s", key, 300)
     assert g.serial() == 0, f"ClockGuard.serial() before any list: expected 0, got {g.serial()!r}"
+    for what, args in (("a negative tolerance", (key, -1)), ("a float tolerance", (key, 1.5)), ("an 8-byte mac_key", (key[:8], 300)), ("a str mac_key", ("k" * 32, 300))):  # fmt: skip
+        with raises(ValueError, f"ClockGuard with {what} must refuse"):
+            clockguard.ClockGuard(tmp_path / "s", *args)
     best = 0
     for _ in range(10):
         s = r.randint(1, 100)
