@@ -114,10 +114,44 @@ def random_spec(r: random.Random, slo_spec: Any, kinds: list[str]) -> Any:
 
 
 def slo_rules(rules: Any, promtool: Any, spec: Any, alerts: bool) -> Any:
-    parts = [rules.recording_rules(spec)]
-    if alerts:
-        parts.append(rules.alerting_rules(spec))
-    return promtool.rule_file(*parts)
+    """The learner's recording rules (task recording, latency), or for the alerts tasks the
+    learner's alerting rules over the tests' own recording rules: an alert is graded on what it
+    does with right ratios, whatever the learner's recording rules do.
+    (Their group names start with tests-, so a learner's group names cannot clash.)"""
+    if not alerts:
+        return promtool.rule_file(rules.recording_rules(spec))
+    return promtool.rule_file(true_recording(spec), rules.alerting_rules(spec))
+
+
+def true_recording(spec: Any) -> dict[str, Any]:
+    """slo:error_ratio:rate<w>{slo=...} for every SLO and window, as the tests write them."""
+    import json
+
+    def sel(slo: Any, *extra: str) -> str:
+        return (
+            "{"
+            + ",".join([*(f"{k}={json.dumps(v)}" for k, v in slo.selector.items()), *extra])
+            + "}"
+        )
+
+    groups = []
+    for slo in spec.slos:
+        recs = []
+        for w in ("5m", "30m", "1h", "2h", "6h", "1d", "3d"):
+            if slo.kind == "availability":
+                bad = f"{slo.metric}{sel(slo, f'{slo.code_label}=~{json.dumps(slo.bad_codes)}')}"
+                expr = f"(sum(increase({bad}[{w}])) or vector(0)) / sum(increase({slo.metric}{sel(slo)}[{w}]))"
+            else:
+                every = f"sum(increase({slo.metric}_count{sel(slo)}[{w}]))"
+                fast = (
+                    f"sum(increase({slo.metric}_bucket{sel(slo, f'le={json.dumps(slo.le)}')}[{w}]))"
+                )
+                expr = f"({every} - {fast}) / {every}"
+            recs.append(
+                {"record": f"slo:error_ratio:rate{w}", "expr": expr, "labels": {"slo": slo.name}}
+            )
+        groups.append({"name": f"tests-recording-{slo.name}", "rules": recs})
+    return {"groups": groups}
 
 
 def describe(spec: Any) -> str:
@@ -633,7 +667,7 @@ def test_alerts_labels_and_annotations_random_spec(
     r = random_for()
     spec = random_spec(r, slo_spec, ["availability", "latency", "availability"])
     got = rules.alerting_rules(spec)
-    promtool.check_rules(promtool.rule_file(rules.recording_rules(spec), got))
+    promtool.check_rules(promtool.rule_file(true_recording(spec), got))
     alerts = [x for g in got["groups"] for x in g["rules"] if "alert" in x]
     for slo in spec.slos:
         severities = {
