@@ -390,6 +390,9 @@ def test_collect_no_panic_on_odd_files(
     assert got == want, f"collect on unreadable and odd files:\nexpected {want}\n     got {got}"
 
 
+@pytest.mark.kata_gate(
+    "collect's machine-id is not the first of /etc/machine-id and /var/lib/dbus/machine-id that holds exactly 32 hex digits"
+)
 def test_collect_machine_id_sources(
     lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
 ) -> None:
