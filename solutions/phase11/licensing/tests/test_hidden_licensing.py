@@ -1149,7 +1149,7 @@ def test_clock_state_under_another_key(clockguard: Any, formats: Any, tmp_path: 
         clockguard.ClockGuard(mine, key, tol).serial()
 
 
-def test_clock_serial_persists(clockguard: Any, tmp_path: Path) -> None:
+def test_clock_serial_persists(clockguard: Any, formats: Any, tmp_path: Path) -> None:
     r = random_for()
     key = r.randbytes(32)
     g = clockguard.ClockGuard(tmp_path / "s", key, 300)
@@ -1157,6 +1157,16 @@ def test_clock_serial_persists(clockguard: Any, tmp_path: Path) -> None:
     for what, args in (("a negative tolerance", (key, -1)), ("a float tolerance", (key, 1.5)), ("an 8-byte mac_key", (key[:8], 300)), ("a str mac_key", ("k" * 32, 300))):  # fmt: skip
         with raises(ValueError, f"ClockGuard with {what} must refuse"):
             clockguard.ClockGuard(tmp_path / "s", *args)
+    t = r.randint(1_700_000_000, 2_000_000_000)
+    default = clockguard.ClockGuard(tmp_path / "d", key)  # tolerance 300 unless told
+    default.observe(at(t))
+    assert default.observe(at(t - 300)) == t, (
+        "ClockGuard: 300 s back is within the default tolerance"
+    )
+    with raises(
+        formats.ClockRollback, "ClockGuard: 301 s back is beyond the default tolerance (300 s)"
+    ):
+        default.observe(at(t - 301))
     best = 0
     for _ in range(10):
         s = r.randint(1, 100)
