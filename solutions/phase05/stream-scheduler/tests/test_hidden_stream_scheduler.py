@@ -508,9 +508,68 @@ def test_deadlock_value_written_twice(new: Any) -> None:
 
 
 # --------------------------------------------------------------------------- workloads
-@pytest.mark.kata_gate("a data race between host threads (ThreadSanitizer)")
-@pytest.mark.parametrize("run", [1, 2])
-def test_workloads_thread_sanitizer_again(kata: Any, new: Any, run: int) -> None:
+# Every call of scheduler.h from four host threads at once ("every call may come from any host
+# thread at any time"): the given tsan_driver.cpp makes only some of them from threads.
+EVERY_CALL_DRIVER = r"""
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "scheduler.h"
+
+int main() {
+  k_reset();
+  sched *s = sched_create(3);
+  if (!s) return 3;
+  std::atomic<int> failed{0};
+  std::atomic<int64_t> last{-1}, finished{-1};
+  std::vector<std::thread> hosts;
+  for (int t = 0; t < 4; t++) {
+    hosts.emplace_back([&, t] {
+      int mine = sched_stream_create(s, t % 2 ? SCHED_NON_BLOCKING : SCHED_BLOCKING, -t);
+      int event = sched_event_create(s);
+      if (mine < 0 || event < 0) { failed = 1; return; }
+      char err[256];
+      for (int i = 1; i <= 150; i++) {
+        int stream = i % 4 == 0 ? SCHED_PER_THREAD : mine;
+        int64_t id = 0, start = 0, end = 0, done = finished;
+        for (int k = 0; k < (i % 10 == 0 ? 8 : 0); k++)  // bursts: calls that overlap others'
+          if ((event = sched_event_create(s)) < 0) failed = 1;
+        switch (i % 6) {
+          case 0: id = sched_launch(s, stream, k_work, nullptr, 1); break;
+          case 1: id = sched_record(s, event, stream); break;
+          case 2: id = sched_wait_event(s, stream, event); break;
+          case 3: id = sched_write_value(s, stream, 10 + t, i); break;
+          case 4: id = sched_wait_value(s, stream, 10 + t, i - 1); break;  // written at i - 1
+          case 5:
+            if (done >= 0 && sched_times(s, i % (done + 1), &start, &end) != SCHED_OK) failed = 1;
+            break;
+        }
+        if (id < 0) failed = 1;
+        for (int64_t seen = last; id > seen && !last.compare_exchange_weak(seen, id);) {}
+        if (i % 50 == 0) {  // what was enqueued before a synchronize is finished after it
+          int64_t before = last;
+          if (sched_synchronize(s, err, sizeof err) != SCHED_OK) failed = 1;
+          for (int64_t f = finished; before > f && !finished.compare_exchange_weak(f, before);) {}
+        }
+      }
+    });
+  }
+  for (auto &h : hosts) h.join();
+  char err[256];
+  if (sched_synchronize(s, err, sizeof err) != SCHED_OK) return 4;
+  sched_destroy(s);
+  return failed ? 4 : 0;
+}
+"""
+
+
+@pytest.mark.kata_gate(
+    "a data race between host threads (ThreadSanitizer): the given driver, and one that makes "
+    "every call of scheduler.h from four threads at once"
+)
+@pytest.mark.parametrize("driver", ["given", "every-call"])
+def test_workloads_thread_sanitizer_again(kata: Any, new: Any, driver: str, tmp_path: Any) -> None:
     new()  # not started yet: no sanitizer build
     from harness.native.diagnostics import trim_sanitizer_report
     from harness.native.isolate import tsan_runtime
@@ -520,9 +579,13 @@ def test_workloads_thread_sanitizer_again(kata: Any, new: Any, run: int) -> None
     import resource
     import subprocess
 
+    source = "tsan_driver.cpp"
+    if driver == "every-call":
+        source = tmp_path / "every_call_driver.cpp"
+        source.write_text(EVERY_CALL_DRIVER, encoding="utf-8")
     native = NativeBuilder(kata.source, kata.search_path)
     program = native.executable(
-        "scheduler.cpp", "kernels.cpp", "tsan_driver.cpp", header="scheduler.h",
+        "scheduler.cpp", "kernels.cpp", source, header="scheduler.h",
         sanitize="thread", flags=FLAGS, link_flags=("-pthread",),
     )  # fmt: skip
 
@@ -538,7 +601,11 @@ def test_workloads_thread_sanitizer_again(kata: Any, new: Any, run: int) -> None
         pytest.skip("ThreadSanitizer cannot run on this machine")
     if proc.returncode == 3:
         todo("scheduler.cpp: sched_create")
-    assert proc.returncode == 0, trim_sanitizer_report(proc.stderr) or proc.stderr[-2000:]
+    assert proc.returncode == 0, (
+        f"scheduler.cpp under ThreadSanitizer ({driver} driver): exit {proc.returncode} "
+        f"(66: a data race, 4: a call failed)\n"
+        + (trim_sanitizer_report(proc.stderr) or proc.stderr[-2000:])
+    )
 
 
 @hidden_settings(max_examples=40)
