@@ -503,13 +503,20 @@ def test_kubernetes_rename_and_several_resources(k8s: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "advertised() reads only part of the config: every resource, its rename and renameByDefault"
+    "advertised() disagrees with the plugin on random configs: every resource, its rename and "
+    "renameByDefault, and configs that share nothing (the plain nvidia.com/gpu count)"
 )
-def test_kubernetes_advertised_reads_every_resource(k8s: Any) -> None:
-    rng = random.Random(11)
+def test_kubernetes_advertised_reads_every_resource(k8s: Any, kata_random: Any) -> None:
+    rng = kata_random
     names = ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"]
     for _ in range(20):
         by_default, gpus = rng.random() < 0.5, rng.randint(1, 8)
+        plain = rng.choice([{}, {"version": "v1"}, {"version": "v1", "sharing": {}}])
+        got = k8s.advertised(plain, gpus)
+        assert got == {"nvidia.com/gpu": gpus}, (
+            f"advertised({plain}, {gpus} GPUs) = {got}: a node that shares nothing advertises "
+            f"its {gpus} GPUs as nvidia.com/gpu"
+        )
         resources, want = [], {}
         for name in rng.sample(names, rng.randint(1, 3)):
             r = {"name": name, "replicas": rng.randint(2, 8)}
@@ -520,7 +527,8 @@ def test_kubernetes_advertised_reads_every_resource(k8s: Any) -> None:
             want[shown] = want.get(shown, 0) + gpus * r["replicas"]
         kind = rng.choice(["timeSlicing", "mps"])
         cfg = {"sharing": {kind: {"renameByDefault": by_default, "resources": resources}}}
-        assert k8s.advertised(cfg, gpus) == want, cfg
+        got = k8s.advertised(cfg, gpus)
+        assert got == want, f"advertised({cfg}, {gpus} GPUs) = {got}, not {want}"
 
 
 # --------------------------------------------------------------------------- a made-up GPU
