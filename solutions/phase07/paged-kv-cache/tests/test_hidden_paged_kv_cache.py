@@ -131,6 +131,10 @@ def test_memory_other_gpus_and_dtypes(kv_math: Any, models: Any) -> None:
     )
 
 
+@pytest.mark.kata_gate(
+    "waste_paged or waste_reserved is not 1 - tokens / slots on random request lengths and block "
+    "sizes"
+)
 @hidden_settings(max_examples=60)
 @given(
     lengths=st.lists(st.integers(1, 5000), min_size=1, max_size=30),
@@ -394,6 +398,45 @@ def test_swap_state_machine(bm: Any, checker: Any) -> None:
         ),
         settings=hidden_settings(max_examples=40, stateful_step_count=40),
     )
+
+
+@pytest.mark.kata_gate(
+    "swap_in refuses a sequence that needs exactly the free gpu blocks, or takes one that "
+    "needs one more, on random pool and block sizes"
+)
+def test_swap_in_at_exactly_the_free_blocks(bm: Any, kv_store: Any, kata_random: Any) -> None:
+    """The edge the random runs reach only by luck: as many free blocks as the swapped-out
+    sequence needs (it fits), and one fewer (NoFreeBlocks, nothing changed)."""
+    for _ in range(6):
+        bs, need = kata_random.choice([1, 2, 4]), kata_random.randint(1, 4)
+        other = kata_random.randint(1, 4)
+        for spare in (0, -1):  # free blocks when swap_in runs: need + spare
+            gpu = kv_store.KVPool(need + other + spare, bs, "gpu")
+            m = bm.BlockManager(gpu, kv_store.KVPool(need, bs, "cpu"), prefix_caching=False)
+            m.add_sequence(1, list(range(need * bs)))
+            m.swap_out(1)
+            m.add_sequence(2, [10_000 + i for i in range(other * bs)])  # distinct tokens
+            where = f"swap_in(1) of {need} blocks of {bs} with {m.num_free_blocks()} free"
+            if spare == 0:
+                refused = None
+                try:  # NoFreeBlocks is the API's answer "no room": here a wrong one
+                    m.swap_in(1)
+                except kv_store.NoFreeBlocks as e:
+                    refused = str(e)
+                assert refused is None, (
+                    f"{where}: it fits, but swap_in raised NoFreeBlocks: {refused}"
+                )
+                assert not m.is_swapped(1) and m.num_free_blocks() == 0, (
+                    f"{where}: it must fit, and leave 0 free (swapped {m.is_swapped(1)}, "
+                    f"{m.num_free_blocks()} free)"
+                )
+            else:
+                with raises(kv_store.NoFreeBlocks, f"{where} (one too few)"):
+                    m.swap_in(1)
+                assert m.is_swapped(1) and m.num_free_blocks() == need - 1, (
+                    f"{where}: NoFreeBlocks must change nothing (swapped {m.is_swapped(1)}, "
+                    f"{m.num_free_blocks()} free)"
+                )
 
 
 def test_swap_trace_other_seed(bm: Any, kata: Any) -> None:
