@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import os
 import random
 import re
 import socket
 import threading
+import time
 import uuid as uuidlib
 from typing import Any
 
@@ -532,7 +534,68 @@ def test_counters_hidden_random_histories(sim: Any, make_exporter: Any) -> None:
             seen.update(now)
 
 
-def test_counters_concurrent_collects(sim: Any, make_exporter: Any) -> None:
+def _interleaving_tracer(exp: Any) -> Any:
+    """A threading.settrace hook that yields the GIL before every bytecode of the learner's own
+    code (the directory of exporter.py, the given modules excepted): a read-modify-write of
+    shared state that no lock guards then loses updates every run, not one run in a hundred."""
+    here = os.path.dirname(os.path.abspath(exp.__file__))
+    given = ("nvml_sim.py", "snapshot.py")
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        if event == "opcode":
+            time.sleep(0)
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        file = os.path.abspath(frame.f_code.co_filename)
+        if os.path.dirname(file) != here or os.path.basename(file) in given:
+            return None
+        frame.f_trace_opcodes = True
+        return local
+
+    return tracer
+
+
+@pytest.mark.kata_gate(
+    "collect() called from several threads at once loses or doubles XID events or scrape errors"
+)
+def test_counters_concurrent_collects(sim: Any, make_exporter: Any, exp: Any) -> None:
+    r = random_for()
+    # Threads switched at every bytecode of exporter.py: each event and each failed read must
+    # still be counted exactly once.
+    nvml = random_fleet(r, sim, n=r.randint(2, 4))
+    for g in nvml.gpus:
+        g.unsupported.discard("events")
+        g.lost = False
+    e = make_exporter(nvml)
+    pending = [0] * len(nvml.gpus)
+    for _ in range(r.randint(40, 80)):
+        i = r.randrange(len(nvml.gpus))
+        nvml.xid(i, 13)
+        pending[i] += 1
+    down = r.randrange(len(nvml.gpus))
+    nvml.lose(down)
+    threads = 8
+    threading.settrace(_interleaving_tracer(exp))
+    try:
+        workers = [threading.Thread(target=e.collect, daemon=True) for _ in range(threads)]
+        for w in workers:
+            w.start()
+    finally:
+        threading.settrace(None)  # type: ignore[arg-type]
+    for w in workers:
+        w.join(30)
+    s = e.collect()
+    got = [g.xid_errors.get(13, 0) for g in s.gpus]
+    assert got == pending, (
+        f"collect() from {threads} threads at once (switched at every bytecode), "
+        f"{sum(pending)} XID 13 events pending: per-GPU counts {got}, pending {pending}"
+    )
+    assert s.scrape_errors == threads + 1, (
+        f"collect() from {threads} threads at once (switched at every bytecode) with GPU {down} "
+        f"lost, then once more: scrape_errors should be {threads + 1}, got {s.scrape_errors}"
+    )
+    # Then scrapes that run while events arrive.
     r = random_for()
     nvml = random_fleet(r, sim, n=r.randint(2, 8))
     for g in nvml.gpus:
@@ -647,7 +710,10 @@ def test_serve_hidden_paths(sim: Any, make_exporter: Any, start_server: Any, get
     )
 
 
-@pytest.mark.kata_gate("GET /metrics gets no answer while another client's connection sits idle")
+@pytest.mark.kata_gate(
+    "GET /metrics gets no answer while another client's connection sits idle or sends its "
+    "request slowly"
+)
 def test_serve_hidden_idle_connection(
     sim: Any, make_exporter: Any, start_server: Any, get: Any
 ) -> None:
@@ -668,6 +734,41 @@ def test_serve_hidden_idle_connection(
         ) from None
     finally:
         idle.close()
+    # A client that sends its request one byte every 50 ms for 3 s (a socket timeout shorter
+    # than that never fires) must not hold up a scrape, and gets its own answer in the end.
+    slow: dict[str, str] = {}
+
+    def trickle() -> None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(b"GET /metrics HTTP/1.0\r\nX-Slow: ")
+                for _ in range(60):
+                    sock.sendall(b"a")
+                    time.sleep(0.05)
+                sock.sendall(b"\r\n\r\n")
+                data = b""
+                while chunk := sock.recv(65536):
+                    data += chunk
+                slow["status"] = data.split(b"\r\n", 1)[0].decode("latin-1")
+        except OSError as err:
+            slow["status"] = repr(err)
+
+    t = threading.Thread(target=trickle, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    try:
+        fast: Any = get(url + "/metrics", timeout=2).status
+    except OSError as err:
+        fast = repr(err)
+    t.join(10)
+    assert fast == 200, (
+        f"GET /metrics while another client sends its request one byte every 50 ms: got "
+        f"{fast} within 2 s; scrapes must be served concurrently"
+    )
+    assert slow.get("status", "").split(" ")[1:2] == ["200"], (
+        f"GET /metrics sent one byte every 50 ms (3 s in all): the slow client should get "
+        f"HTTP 200 in the end, got {slow.get('status')!r}"
+    )
 
 
 def test_serve_concurrent_scrapes_count_once(
