@@ -397,6 +397,10 @@ def test_collect_hidden_lost_gpus(sim: Any, make_exporter: Any) -> None:
         where = f"a fleet whose GPUs {sorted(lost)} fall off the bus during the scrape"
         check_snapshot(e.collect(), want, len(lost), where)
         check_snapshot(e.collect(), want, 2 * len(lost), where + ", scraped again")
+        for i in lost:  # nvidia-smi -r: the GPUs are back, and read again
+            nvml.reset(i)
+        want = scrape_truth(nvml, [{} for _ in nvml.gpus])
+        check_snapshot(e.collect(), want, 2 * len(lost), where + ", then reset and scraped")
 
 
 @pytest.mark.kata_gate(
@@ -407,15 +411,25 @@ def test_collect_hidden_one_read_each(sim: Any, make_exporter: Any) -> None:
     for _ in range(6):
         nvml = random_fleet(r, sim)
         e = make_exporter(nvml)
-        for _scrape in range(3):
+        for scrape in range(3):
             for g in nvml.gpus:  # fresh readings each time
                 g.power_mw, g.temperature = r.randint(0, 10**6), r.randint(0, 110)
                 g.util_gpu, g.sm_clock_mhz = r.randint(0, 100), r.randint(0, 3105)
                 g.memory_used = r.randint(0, g.memory_total)
+                for p in g.processes:  # a pid the kernel gave to a new process
+                    if scrape and r.random() < 0.5:
+                        renamed = r.choice(NASTY) + f" #{scrape}"
+                        for other in nvml.gpus:
+                            for q in other.processes:
+                                if q.pid == p.pid:
+                                    q.name = renamed
             want = scrape_truth(nvml, [{} for _ in nvml.gpus])
             nvml.device_calls()
             check_snapshot(
-                e.collect(), want, 0, f"a fleet whose readings changed ({describe(nvml)})"
+                e.collect(),
+                want,
+                0,
+                f"a fleet whose readings and process names (same pids) changed ({describe(nvml)})",
             )
             calls = nvml.device_calls()
             for i, g in enumerate(nvml.gpus):
