@@ -13,8 +13,10 @@ import os
 import random
 import re
 import socket
+import sys
 import threading
 import time
+import types
 import uuid as uuidlib
 from typing import Any
 
@@ -322,6 +324,56 @@ def test_render_hidden_writes_the_text_itself(exp: Any, snap: Any) -> None:
         f"tasks section)"
     )
     assert isinstance(text, str), f"render() should return the text, got {type(text).__name__}"
+    # The library's code run from copies (another file name, other globals) is the same
+    # bytecode: look for it by its code, not by where it says it lives.
+    theirs = _client_code()
+    ran: list[str] = []
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and (code.co_name, code.co_code) in theirs:
+            ran.append(code.co_name)
+
+    before = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        fresh_module(exp).render(s)
+    finally:
+        sys.setprofile(before)
+    assert not ran, (
+        f"render() ran prometheus_client's own code ({sorted(set(ran))}) from copies of its "
+        f"functions: this task is writing the text format yourself (the README's tasks section)"
+    )
+
+
+def _client_code() -> set[tuple[str, bytes]]:
+    """(name, bytecode) of every function of prometheus_client's writer and parser modules
+    (nested ones too), leaving out names in angle brackets and tiny bodies (an honest one-liner
+    may compile to the same bytes)."""
+    import importlib
+
+    for m in ("exposition", "openmetrics.exposition", "parser", "utils"):
+        importlib.import_module(f"prometheus_client.{m}")
+    found: set[tuple[str, bytes]] = set()
+
+    def walk(code: types.CodeType) -> None:
+        if not code.co_name.startswith("<") and len(code.co_code) >= 40:
+            found.add((code.co_name, code.co_code))
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                walk(c)
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("prometheus_client") or module is None:
+            continue
+        for obj in vars(module).values():
+            for f in [obj, *vars(obj).values()] if isinstance(obj, type) else [obj]:
+                f = getattr(f, "__func__", f)
+                if isinstance(f, types.FunctionType) and f.__module__.startswith(
+                    "prometheus_client"
+                ):
+                    walk(f.__code__)
+    return found
 
 
 def test_render_no_gpus(exp: Any, snap: Any, parse: Any) -> None:
