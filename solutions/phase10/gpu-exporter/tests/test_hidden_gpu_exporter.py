@@ -421,6 +421,19 @@ def test_names_hidden_every_family_once(exp: Any, snap: Any, parse: Any, table: 
     )
 
 
+@pytest.mark.kata_gate("a HELP line of a random fleet's exposition only repeats its family's name")
+def test_names_hidden_help_says_what(exp: Any, snap: Any, parse: Any, table: Any) -> None:
+    r = random_for()
+    e = parse(exp.render(random_snapshot(r, snap)))
+    for family in table.families:
+        text = e.helps.get(family, "")
+        words = re.findall(r"[a-z0-9]+", text.lower())
+        assert words and words != family.split("_"), (
+            f"render(): # HELP {family} should say what the series measures in words, not "
+            f"repeat the family's name; got {text!r}"
+        )
+
+
 # ------------------------------------------------------------------------------ collect
 def test_collect_random_fleets(sim: Any, make_exporter: Any) -> None:
     r = random_for()
