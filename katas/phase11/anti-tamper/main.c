@@ -252,17 +252,34 @@ static void probe(void) {
     say(1, line);
 }
 
-static char maps[1 << 16];
+static char maps[1 << 16], rest[8192];
+static long rest_len;
 
-/* /proc/self/maps into maps[], with raw system calls; its length, or -1. */
-static long read_maps(void) {
-    long got = 0, r;
-    int fd = (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY, 0);
-    if (fd < 0) return -1;
-    while ((r = raw3(SYS_read, fd, (long)(maps + got), (long)sizeof maps - 1 - got)) > 0) got += r;
-    raw3(SYS_close, fd, 0, 0);
-    maps[got] = 0;
-    return got;
+/* /proc/self/maps, opened with raw system calls; read it with next_maps. */
+static int open_maps(void) {
+    rest_len = 0;
+    return (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY, 0);
+}
+
+/* The next whole lines of /proc/self/maps into maps[], 0-terminated: their length, 0 at the end,
+ * -1 on an error. A piece of the buffer's size at a time, so that no listing is too long to read
+ * to its end (a program with thousands of mappings must not hide the last of them). */
+static long next_maps(int fd) {
+    long got = 0, r = 0, end;
+    for (long i = 0; i < rest_len; i++) maps[got++] = rest[i];
+    rest_len = 0;
+    while (got < (long)sizeof maps - 1 &&
+           (r = raw3(SYS_read, fd, (long)(maps + got), (long)sizeof maps - 1 - got)) > 0)
+        got += r;
+    if (r < 0) return -1;
+    end = got;
+    if (got == (long)sizeof maps - 1) { /* full: keep the unfinished last line for the next call */
+        while (end > 0 && maps[end - 1] != '\n') end--;
+        if (end == 0 || got - end > (long)sizeof rest) return -1;
+        for (long i = end; i < got; i++) rest[rest_len++] = maps[i];
+    }
+    maps[end] = 0;
+    return end;
 }
 
 /* One line of maps: "lo-hi perms offset ...", the line cut at its end; 0 when malformed. */
@@ -302,22 +319,27 @@ static long unhex_raw(const char *s, unsigned char *out, long cap) {
 static void scan(const char *hex) {
     unsigned char needle[GUARD_SECRET_MAX];
     long n = unhex_raw(hex, needle, sizeof needle), found = 0;
-    if (n <= 0 || read_maps() < 0) {
+    int fd = n > 0 ? open_maps() : -1;
+    long got = -1;
+    while (fd >= 0 && (got = next_maps(fd)) > 0) {
+        for (char *cursor = maps; *cursor;) {
+            unsigned long lo, hi, offset;
+            char perms[5], *line;
+            if (!map_line(&cursor, &lo, &hi, perms, &offset, &line) || perms[0] != 'r' ||
+                contains(line, "[vvar") || contains(line, "[vsyscall]"))
+                continue;
+            const unsigned char *m = (const unsigned char *)lo;
+            for (unsigned long i = 0; i + (unsigned long)n <= hi - lo; i++) {
+                long j = 0;
+                while (j < n && (unsigned char)(m[i + j] ^ 0xA5) == needle[j]) j++;
+                found += j == n;
+            }
+        }
+    }
+    if (fd >= 0) raw3(SYS_close, fd, 0, 0);
+    if (got < 0) {
         say(1, "found -1\n");
         return;
-    }
-    for (char *cursor = maps; *cursor;) {
-        unsigned long lo, hi, offset;
-        char perms[5], *line;
-        if (!map_line(&cursor, &lo, &hi, perms, &offset, &line) || perms[0] != 'r' ||
-            contains(line, "[vvar") || contains(line, "[vsyscall]"))
-            continue;
-        const unsigned char *m = (const unsigned char *)lo;
-        for (unsigned long i = 0; i + (unsigned long)n <= hi - lo; i++) {
-            long j = 0;
-            while (j < n && (unsigned char)(m[i + j] ^ 0xA5) == needle[j]) j++;
-            found += j == n;
-        }
     }
     say_number("found ", found);
 }
@@ -331,7 +353,8 @@ static void poke(const char *args) {
     unsigned long here = (unsigned long)&poke, address = 0;
     unsigned char byte;
     int ok = 0;
-    if (offset >= 0 && mask > 0 && read_maps() >= 0) {
+    int maps_fd = offset >= 0 && mask > 0 ? open_maps() : -1;
+    while (maps_fd >= 0 && next_maps(maps_fd) > 0) {
         for (char *cursor = maps; *cursor;) {
             unsigned long lo, hi, off;
             char perms[5], *line;
@@ -341,6 +364,7 @@ static void poke(const char *args) {
                 address = lo + ((unsigned long)offset - off);
         }
     }
+    if (maps_fd >= 0) raw3(SYS_close, maps_fd, 0, 0);
     int fd = address ? (int)raw4(SYS_openat, AT_FDCWD, (long)"/proc/self/mem", O_RDWR, 0) : -1;
     if (fd >= 0) {
         if (raw4(SYS_pread64, fd, (long)&byte, 1, (long)address) == 1) {

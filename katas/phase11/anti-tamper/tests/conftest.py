@@ -230,11 +230,27 @@ class Server:
         child of the program, which stays attached until the program ends)."""
         got = self.ask("attach")
         if got == "attach failed":
+            assert not seize_allowed(), (
+                "main.c's attach could not PTRACE_SEIZE the running program, though this "
+                "machine lets a process trace its child: the program refuses ptrace itself (a "
+                "seccomp filter or a prctl of guard.c's), so a tracer that attaches later is "
+                "never seen by the tests; a real debugger attaches from outside the process"
+            )
             pytest.skip("ptrace(PTRACE_SEIZE) is not allowed on this machine")
         assert got == "attached", f"main.c's attach answered {got!r}"
 
     def ask(self, line: str, timeout: float = RUN_TIMEOUT) -> str | None:
-        """Send one request line; its answer line, or None when the program ended first."""
+        """Send one request line; its answer line, or None when the program ended first. A
+        probe of main.c's (probe, scan, poke, attach) is refused when the program put a seccomp
+        filter of its own on its system calls: the answers of raw system calls are then the
+        filter's, not the kernel's."""
+        if line.split(" ", 1)[0] in ("probe", "scan", "poke", "attach"):
+            added = seccomp_filters(self.pid) - seccomp_filters(os.getpid())
+            assert added <= 0, (
+                f"the program runs under {added} seccomp filter(s) it installed itself "
+                f"(/proc/{self.pid}/status): main.c's {line.split()[0]!r} probe uses raw "
+                f"system calls, whose answers a filter can replace, so it cannot be trusted"
+            )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         try:
             self.proc.stdin.write(line.encode() + b"\n")
@@ -270,6 +286,31 @@ class Server:
             ("--serve",), self.proc.returncode, out.decode(errors="replace"),
             err.decode(errors="replace"),
         )  # fmt: skip
+
+
+def seccomp_filters(pid: int) -> int:
+    """How many seccomp filters process `pid` runs under (`Seccomp_filters:`, Linux 5.9+; 1
+    for any filter mode where the count is not shown); 0 when it has ended."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    if "Seccomp_filters" in fields:
+        return int(fields["Seccomp_filters"].strip() or 0)
+    return 1 if fields.get("Seccomp", "0").strip() == "2" else 0
+
+
+def seize_allowed() -> bool:
+    """Whether this machine lets a process PTRACE_SEIZE its own child (Yama, seccomp, a
+    container's policy): a child of this test process, not of the program under test."""
+    libc = _libc()
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=child_env())
+    try:
+        return libc.ptrace(PTRACE_SEIZE, p.pid, None, None) == 0
+    finally:
+        p.kill()
+        p.wait()
 
 
 def child_env() -> dict[str, str]:
@@ -356,7 +397,7 @@ def refused(run: Run, check: str) -> bool:
     return run.returncode != 0 and not run.stdout.strip() and check in run.stderr
 
 
-PTRACE_TRACEME, PTRACE_CONT = 0, 7
+PTRACE_TRACEME, PTRACE_CONT, PTRACE_SEIZE = 0, 7, 0x4206
 EM_X86_64, EM_AARCH64 = 62, 183
 RET = {EM_X86_64: b"\xc3", EM_AARCH64: bytes.fromhex("c0035fd6")}
 RETURN_ZERO = {  # xor eax, eax; ret / mov w0, #0; ret

@@ -4,7 +4,9 @@ compute every expected answer themselves with Python's hmac)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
@@ -476,3 +478,300 @@ def test_failsafe_secrets_wiped_after_use(program: Any, kata_random: Any) -> Non
         f"{MEMORY_PIECE}-byte pieces of secret k ((i, k): scan results, one per piece): "
         f"{left or found} ({run.describe()})"
     )
+
+
+# --------------------------------------------------------------------------- red team rt18
+DRIVER_C = r"""/* The tests' driver: guard_secret called directly, with a digest the test chooses. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+__attribute__((section(".kata_seal"), used, aligned(32)))
+unsigned char kata_seal[GUARD_DIGEST_SIZE] = "unsealed: run tamper.py seal it";
+
+/* main.c's other global functions, so that guard.c finds the same symbols as in the program */
+__attribute__((noinline, used)) void kata_refuse(const char *check) {
+    if (guard_fail(check) != GUARD_OK) _exit(3);
+}
+__attribute__((noinline, used)) long kata_unused_diagnostics(const char *text, long rounds) {
+    return (long)strlen(text) * rounds;
+}
+
+int main(int argc, char **argv) {
+    unsigned char digest[GUARD_DIGEST_SIZE], out[GUARD_SECRET_MAX];
+    if (argc != 3 || strlen(argv[2]) != 2 * GUARD_DIGEST_SIZE) return 2;
+    for (int i = 0; i < GUARD_DIGEST_SIZE; i++) { /* argv[2]: the digest XOR kata_seal */
+        unsigned v;
+        if (sscanf(argv[2] + 2 * i, "%2x", &v) != 1) return 2;
+        digest[i] = kata_seal[i] ^ (unsigned char)v;
+    }
+    int n = guard_secret(atoi(argv[1]), digest, out, sizeof out);
+    printf("%d ", n);
+    for (int i = 0; i < n && i < (int)sizeof out; i++) printf("%02x", out[i]);
+    printf("\n");
+    return 0;
+}
+"""
+
+
+@pytest.mark.kata_gate(
+    "guard_secret, called with a digest that differs from kata_seal, returned the secret: the "
+    "digest is not an input of the decoding"
+)
+def test_integrity_digest_is_an_input_of_guard_secret(
+    program: Any, kata: Any, tools: Any, kata_random: Any, tmp_path: Any
+) -> None:
+    """guard_secret linked into a driver of the tests' own (sealed, no main.c), called with the
+    seal (must decode) and with fresh digests that differ from it (must not)."""
+    from harness.native.build import build_executable
+
+    (tmp_path / "driver.c").write_text(DRIVER_C)
+    built = build_executable(
+        [tmp_path / "driver.c", kata.source("guard.c"), kata.source("sha256.c")],
+        include_dirs=[program.tmp / "inc", *kata.search_path],
+    ).path
+    exe = tmp_path / "driver"
+    exe.write_bytes(Path(built).read_bytes())
+    exe.chmod(0o755)
+    seal = program.tamper.seal(exe)
+
+    def decode(index: int, diff: bytes) -> tuple[Any, bytes | None]:
+        run = program.run(str(index), diff.hex(), exe=exe)
+        run.todo("guard_secret")
+        run.must_not_crash(f"guard_secret({index}, ...) in the tests' driver")
+        parts = run.stdout.split()
+        if parts[:1] == ["-99"]:  # GUARD_TODO: guard_secret is still a stub
+            from harness import todo
+
+            todo("guard_secret answered GUARD_TODO")
+        if run.returncode != 0 or len(parts) not in (1, 2):
+            return run, None
+        return run, bytes.fromhex(parts[1]) if len(parts) == 2 else b""
+
+    for index, secret in enumerate(program.secrets):
+        run, got = decode(index, bytes(32))
+        if got != secret:
+            raise tools.Precondition(
+                f"guard_secret({index}, kata_seal, ...) called from the tests' driver (guard.c "
+                f"with sha256.c and a main of the tests', sealed) does not give secret {index}, "
+                f"so a wrong digest proves nothing: {run.describe()}"
+            )
+        at = kata_random.randrange(32)
+        diffs = {
+            f"kata_seal with byte {at} XOR 0x01": bytes(0x01 if i == at else 0 for i in range(32)),
+            "an all-zero digest": seal,
+            "a random digest": bytes(kata_random.getrandbits(8) for _ in range(32)),
+        }
+        for what, diff in diffs.items():
+            _run, got = decode(index, diff)
+            assert got != secret, (
+                f"guard_secret({index}, digest, ...) called with {what} instead of kata_seal "
+                f"returned secret {index} itself: the decoding must depend on the digest "
+                f"argument (guard.h), or patching the branch of one check gives the secret"
+            )
+
+
+@pytest.mark.kata_gate(
+    "guard_tracer said OK when it could not read /proc/self/status: a check that cannot run "
+    "let the program answer"
+)
+def test_tracer_fails_safe_when_it_cannot_tell(program: Any, tools: Any, challenge: bytes) -> None:
+    """The running program is left no free file descriptor (RLIMIT_NOFILE lowered to the three
+    it holds, with prlimit) between two requests: the tracer check cannot read TracerPid."""
+    import resource
+
+    want = program.answer(1, challenge)
+    with program.serve() as server:
+        first = server.ask(f"1 {challenge.hex()}")
+        if first == want:
+            try:
+                held = [
+                    os.readlink(f"/proc/{server.pid}/fd/{fd}")
+                    for fd in os.listdir(f"/proc/{server.pid}/fd")
+                ]
+            except OSError:
+                held = []
+            if any(h.endswith("/status") for h in held):
+                pytest.skip("the program keeps /proc/self/status open: it can still tell")
+            resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (3, 3))
+            second = server.ask(f"1 {challenge.hex()}")
+        run = server.finish()
+    run.todo("guard_tracer", "guard_secret")
+    if first != want:
+        raise tools.Precondition(
+            f"the program in --serve mode does not answer secret 1 right, so the test proves "
+            f"nothing: got {first!r} ({run.describe()})"
+        )
+    assert second != want, (
+        f"guard_tracer: with no file descriptor free in the running program (RLIMIT_NOFILE "
+        f"lowered to 3: /proc/self/status cannot be opened), the next request still got the "
+        f"right HMAC: fail safe when you cannot tell ({run.describe()})"
+    )
+
+
+@pytest.mark.kata_gate(
+    "after its answers, the program's readable memory still holds a secret written as hex, "
+    "reversed or UTF-16"
+)
+def test_failsafe_no_encoded_copy_left(program: Any, tools: Any, kata_random: Any) -> None:
+    """Every secret answered, then the memory scanned for 12-byte pieces of each secret as hex
+    text (lower and upper case), reversed, and UTF-16LE: a copy kept in another form."""
+    challenge = bytes(kata_random.getrandbits(8) for _ in range(16))
+    found: dict[str, list[str]] = {}
+    with program.serve() as server:
+        answers = [server.ask(f"{i} {challenge.hex()}") for i in range(len(program.secrets))]
+        for k, s in enumerate(program.secrets):
+            forms = {
+                "hex": s.hex().encode(),
+                "HEX": s.hex().upper().encode(),
+                "reversed": s[::-1],
+                "UTF-16LE": s.decode().encode("utf-16-le"),
+            }
+            for name, form in forms.items():
+                for at in (0, (len(form) - 12) // 2, len(form) - 12):
+                    piece = form[at : at + 12]
+                    got = server.ask("scan " + bytes(b ^ 0xA5 for b in piece).hex())
+                    if got != "found 0":
+                        found.setdefault(f"secret {k} as {name}", []).append(f"{got} at {at}")
+        run = server.finish()
+    run.todo("guard_secret", "guard_harden")
+    for i, got in enumerate(answers):
+        if got != program.answer(i, challenge):
+            raise tools.Precondition(
+                f"the program does not answer secret {i} right, so a scan proves nothing: "
+                f"{run.describe()}"
+            )
+    assert not found, (
+        f"guard_secret: after answering every secret, the program's readable memory holds "
+        f"12-byte pieces of a secret in another form: {found}"
+    )
+
+
+GAP = 16  # the largest gap between two consecutive bytes of an in-order copy
+
+
+def in_order_with_gaps(data: bytes, s: bytes, gap: int = GAP) -> int | None:
+    """A file offset where s's bytes appear in order, each 1..gap bytes after the one before
+    (plain, strided, cut into short pieces); None when nowhere."""
+    where: dict[int, list[int]] = {}
+    for b in set(s):
+        out, at = [], data.find(bytes([b]))
+        while at >= 0:
+            out.append(at)
+            at = data.find(bytes([b]), at + 1)
+        where[b] = out
+    reach = {p: p for p in where[s[0]]}  # position of the last byte matched -> start
+    for b in s[1:]:
+        nxt: dict[int, int] = {}
+        cands = where[b]
+        for p, start in reach.items():
+            k = bisect_left(cands, p + 1)
+            while k < len(cands) and cands[k] <= p + gap:
+                nxt.setdefault(cands[k], start)
+                k += 1
+        reach = nxt
+        if not reach:
+            return None
+    return min(reach.values())
+
+
+def substitution(data: bytes, s: bytes, need: int = 5) -> tuple[int, int] | None:
+    """(offset, period): len(s) bytes of the file that are s under byte-for-byte substitutions
+    that repeat with a period of 1 to 4 (each byte value of s at positions j = r mod period
+    always stored as the same other value, distinct values distinct: rol, nibble swap,
+    multiply, an S-box, XOR or add a constant, alternating ones), pinned down by at least
+    `need` repeated bytes of s; None when nowhere or when s repeats too few bytes to tell."""
+    import numpy as np
+
+    a = np.frombuffer(data, dtype=np.uint8)
+    n = len(a) - len(s) + 1
+    for period in range(1, 5):
+        first: dict[tuple[int, int], int] = {}
+        pairs = []
+        for i, b in enumerate(s):
+            key = (i % period, b)
+            if key in first:
+                pairs.append((first[key], i))
+            else:
+                first[key] = i
+        if len(pairs) < need or n <= 0:
+            continue
+        ok = np.ones(n, dtype=bool)
+        for i, j in pairs:
+            ok &= a[i : i + n] == a[j : j + n]
+        for o in np.flatnonzero(ok):
+            window = data[o : o + len(s)]
+            m: dict[tuple[int, int], int] = {}
+            pairs_ok = all(
+                m.setdefault((i % period, x), y) == y
+                for i, (x, y) in enumerate(zip(s, window, strict=True))
+            )
+            if pairs_ok and all(
+                len({y for (r, _x), y in m.items() if r == c})
+                == len([1 for (r, _x) in m if r == c])
+                for c in range(period)
+            ):
+                return int(o), period
+    return None
+
+
+def periodic_mask(
+    data: bytes, s: bytes, longest: int = 16, spare: int = 8
+) -> tuple[int, int, str] | None:
+    """(offset, period, op): s stored XOR or minus a byte mask that repeats with a period up to
+    `longest`, as long as at least `spare` bytes of s pin the mask down."""
+    import numpy as np
+
+    a = np.frombuffer(data, dtype=np.uint8).astype(np.int16)
+    sv = np.frombuffer(s, dtype=np.uint8).astype(np.int16)
+    n = len(a) - len(s) + 1
+    for p in range(1, min(longest, len(s) - spare) + 1):
+        for op in ("xor", "sub"):
+            ok = np.ones(n, dtype=bool)
+            for i in range(p, len(s)):
+                x, y = a[i : i + n], a[i - p : i - p + n]
+                if op == "xor":
+                    ok &= (x ^ sv[i]) == (y ^ sv[i - p])
+                else:
+                    ok &= ((x - sv[i]) & 255) == ((y - sv[i - p]) & 255)
+                if not ok.any():
+                    break
+            hits = np.flatnonzero(ok)
+            if len(hits):
+                return int(hits[0]), p, op
+    return None
+
+
+@pytest.mark.kata_gate(
+    "a secret is in the program file in order with short gaps, under byte-for-byte "
+    "substitutions, or under a repeating mask with a period of 9 to 16"
+)
+def test_strings_no_simple_encoding(program: Any, challenge: bytes) -> None:
+    """The file scanned for each secret (forward and reversed): in order with gaps of 1 to 16
+    bytes (strides, short pieces), under any byte-for-byte substitution (rol, nibble swap,
+    multiply, an S-box), and XOR or minus a mask repeating with a period up to 16."""
+    program.ask(0, challenge).todo("guard_secret")
+    data = program.data
+    for k, s in enumerate(program.secrets):
+        for form, t in (("", s), (" reversed", s[::-1])):
+            at = in_order_with_gaps(data, t)
+            assert at is None, (
+                f"secret {k}{form} ({len(s)} bytes) is in the program file in order, each byte "
+                f"1 to {GAP} bytes after the one before, from file offset {at:#x}: plain, only "
+                f"spread out or cut into short pieces"
+            )
+            sub = substitution(data, t)
+            assert sub is None, (
+                f"secret {k}{form} is in the program file at offset {sub[0]:#x} under "
+                f"byte-for-byte substitutions repeating every {sub[1]} byte(s) (each byte value "
+                f"of the secret always stored as the same other value): a keyless encoding a "
+                f"known-plaintext scan undoes"
+            )
+            hit = periodic_mask(data, t)
+            assert hit is None, (
+                f"secret {k}{form} is in the program file at offset {hit[0]:#x} {hit[2]} a byte "
+                f"mask that repeats every {hit[1]} bytes: a short repeating key"
+            )
