@@ -228,11 +228,11 @@ def _probe_bpftrace(path: Path) -> str | None:
 
 
 def _cached_run(name: str, path: Path, run: Any) -> str | None:
-    """run()'s answer, remembered in the temp directory under a key of everything it depends on:
+    """run()'s answer, remembered in the user's cache directory ($XDG_CACHE_HOME or ~/.cache, not
+    the temp directory: a learner's run leaves nothing there) under a key of everything it depends on:
     the tool (path, size, mtime), the boot, the mount namespace (tracefs may be mounted in one
     namespace only), the user and its capabilities. A cache that cannot be read or written is
     no cache."""
-    import tempfile
 
     def read(p: str) -> str:
         try:
@@ -248,7 +248,8 @@ def _cached_run(name: str, path: Path, run: Any) -> str | None:
     caps = [ln for ln in read("/proc/self/status").splitlines() if ln.startswith("CapEff")]
     key = [str(path), st.st_size, st.st_mtime_ns, read("/proc/sys/kernel/random/boot_id"), mnt,
            os.geteuid(), caps]  # fmt: skip
-    cache = Path(tempfile.gettempdir()) / f"gpu-katas-probe-{os.geteuid()}" / f"{name}.json"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    cache = Path(base) / "gpu-katas" / f"probe-{name}-{os.geteuid()}.json"
     try:
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
@@ -257,7 +258,7 @@ def _cached_run(name: str, path: Path, run: Any) -> str | None:
         pass
     why = run()
     try:
-        cache.parent.mkdir(mode=0o700, exist_ok=True)
+        cache.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"key": key, "why": why}))
         os.replace(tmp, cache)
