@@ -230,6 +230,35 @@ def test_plan_best_tp_any_workload(cap: Any, hw: Any) -> None:
             f"best_plan({m}, {g}, {w}, tps={tps}) = {got}; the fewest GPUs are {want}"
         )
     assert inner and ties, f"the random set covers an inner best tp ({inner}) and ties ({ties})"
+    # GPUs(tp) is not unimodal (the ceil of the replica counts): these fall again after two or
+    # three rises, which random workloads almost never do; a search that stops early misses them.
+    for params, layers, heads, kv_heads, head_dim, bpp, kvb, gpu, load in DIP_AFTER_RISES:
+        m = hw.Model(f"dip{params}", params, layers, heads, kv_heads, head_dim, bpp, kvb)
+        g, w = hw.GPUS[gpu], hw.Workload(*load)
+        tps = tuple(r.sample(TPS, len(TPS)))
+        counts = [o_plan(hw, m, g, tp, w)[0].gpus for tp in TPS]
+        low = counts.index(min(counts))
+        assert low >= 3 and counts[0] < counts[1] < counts[2], (
+            f"the case falls after two rises: {counts}"
+        )
+        want = o_best(hw, m, g, w, tps)
+        got = cap.best_plan(m, g, w, tps)
+        assert got == want, (
+            f"best_plan({m}, {g}, {w}, tps={tps}) = {got}; the fewest GPUs are {want} "
+            f"(GPUs at tp {TPS}: {counts})"
+        )
+
+
+# (params, layers, heads, kv_heads, head_dim, bytes_per_param, kv_bytes, gpu, workload): GPUs at
+# tp 1, 2, 4, 8, 16 of 17, 18, 20, 16, 32 / 41, 42, 44, 40, 80 / 33, 34, 36, 40, 32 / 97, 98, 100,
+# 104, 96 (red team rt23).
+DIP_AFTER_RISES = [
+    (3759408281, 19, 32, 8, 128, 2, 2, "a100-80gb", (44.84739692285775, 5993, 673, 1.4573629751675714, 0.02187554755101666)),
+    (8925294042, 52, 128, 16, 64, 1, 2, "h100-sxm", (385.0818985312445, 1033, 249, 1.6331719507373053, 0.022471916254124966)),
+    (2903211203, 86, 32, 8, 96, 2, 2, "h200", (161.58787018104212, 6968, 480, 0.8087188208491676, 0.12286885695030932)),
+    (3573820546, 21, 128, 16, 96, 2, 1, "h100-sxm", (457.2139553530304, 4254, 389, 1.7456939178317799, 0.15774728201876181)),
+    (5293396884, 106, 32, 16, 64, 1, 1, "h200", (379.10949474089193, 11387, 240, 0.5842049683615413, 0.18134165367602123)),
+]  # fmt: skip
 
 
 # --------------------------------------------------------------------------- checkpoint
