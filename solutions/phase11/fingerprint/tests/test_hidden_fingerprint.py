@@ -337,7 +337,9 @@ def test_collect_placeholders(
 ) -> None:
     F, r = fakeroot, kata_random
     for i, ph in enumerate(
-        sorted(PLACEHOLDERS) + ["0" * 8 + "-0000-0000-0000-" + "0" * 12, "FFFFFFFF", "  ", ""]
+        sorted(PLACEHOLDERS)
+        + ["0" * 8 + "-0000-0000-0000-" + "0" * 12, "FFFFFFFF", "  ", ""]
+        + ["-", ". .", "--", "(-)"]  # no letter or digit at all (rt20-punct-values)
     ):
         m = F.random_machine(r, gpus=1)
         m.product_uuid = m.board_serial = m.product_name = respace(r, recase(r, ph))
@@ -576,6 +578,19 @@ def test_match_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> No
         a, b = fingerprint(salt, comps), fingerprint(salt, other)
         check_score(lib, a, b, f"random change {i}")
         check_score(lib, b, a, f"random change {i}, the other way round")
+    # thin pairs (rt20-min-matched-5): shared weight around MIN_MATCHED, few differences
+    for i in range(30):
+        comps = random_comps(fakeroot, r)
+        keep = ("machine-id", "cpu", "product-name")
+        thin = [c for c in comps if c[0] in keep or r.random() < 0.15]
+        if i % 3 == 0:
+            thin = [c for c in comps if c[0] in keep]  # weight 5: refused
+        elif i % 3 == 1:
+            thin = [c for c in comps if c[0] in keep] + [("disk", fresh(r, "disk"))]  # 7
+        other = thin if r.random() < 0.5 else perturb(r, thin)
+        a, b = fingerprint(b"s", thin), fingerprint(b"s", other)
+        check_score(lib, a, b, f"thin machine {i}")
+        check_score(lib, b, a, f"thin machine {i}, the other way round")
 
 
 @pytest.mark.kata_gate("compare refuses a machine with one disk, NIC, GPU or the CPU replaced")
@@ -682,6 +697,18 @@ def test_spoof_random(lib: Any, fakeroot: Any, kata_random: random.Random) -> No
         a, b = fingerprint(b"s", comps), fingerprint(b"s", other)
         check_verdict(lib, a, b, f"random change {i}")
         check_verdict(lib, b, a, f"random change {i}, the other way round")
+    for i in range(10):
+        comps = random_comps(fakeroot, r)
+        # an unrelated machine (rt20-clone-by-dmi): another DMI UUID, nothing of the install shared
+        other = random_comps(fakeroot, r)
+        a, b = fingerprint(b"s", comps), fingerprint(b"s", other)
+        check_verdict(lib, a, b, f"unrelated machine {i}")
+        # the machine-id gone (first boot: 'uninitialized') on the same hardware
+        # (rt20-reinstall-needs-both-ids)
+        other = [c for c in comps if c[0] != "machine-id"]
+        a, b = fingerprint(b"s", comps), fingerprint(b"s", other)
+        check_verdict(lib, a, b, f"machine-id gone {i}")
+        check_verdict(lib, b, a, f"machine-id gone {i}, the other way round")
 
 
 def pipeline(lib: Any, F: Any, m: Any, tmp_path: Path, name: str, salt: bytes) -> Fp:
