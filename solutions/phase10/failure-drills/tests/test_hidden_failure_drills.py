@@ -6,6 +6,8 @@ during a drain, a fleet-wide alarm, look-alike XID lines)."""
 from __future__ import annotations
 
 import dataclasses
+import random
+import re
 from typing import Any
 
 import pytest
@@ -684,3 +686,302 @@ def test_runbooks_match_remediator(runbooks: Any, books: Any, remediate: Any, fl
             f"runbooks.md, {kind}: Mitigation lists {book}, your Remediator called {code} on a "
             f"{kind} fault (fleet.random_scenario with one fault, cap not reached)"
         )
+
+
+# --------------------------------------------------------------------------- red team rt19
+
+
+def _node(fleet: Any, rng: random.Random) -> Any:
+    buses = sorted(rng.sample(range(0x10, 0xF0), 8))
+    dom = rng.choice([0, 1])
+    return fleet.NodeInfo(
+        f"n{rng.randint(10, 99)}-{rng.choice('abcdef')}", "rx",
+        tuple(fleet.GpuInfo(i, f"{dom:08X}:{b:02X}:00.0", f"GPU-{i}") for i, b in enumerate(buses)),
+        ("mlx5_0", "mlx5_1"), ("/",),
+    )  # fmt: skip
+
+
+def _sample(fleet: Any, node: Any, tick: int, gpu: int = -1, **fields: Any) -> Any:
+    gpus = []
+    for g in node.gpus:
+        s = fleet.GpuSample(g.index, True, 60, 1980, (), 0, 0, False, False)
+        gpus.append(dataclasses.replace(s, **fields) if g.index == gpu else s)
+    nics = tuple(fleet.NicSample(n, True, 0) for n in node.nics)
+    return fleet.NodeSample(
+        node.name, tick, tuple(gpus), nics, (fleet.DiskSample("/", 10, 100),), ()
+    )
+
+
+def _feed(det: Any, fleet: Any, node: Any, per_tick: list[dict[str, Any]], gpu: int) -> list[Any]:
+    got = []
+    for t, fields in enumerate(per_tick):
+        got += [(t, i.kind, i.device, i.first_seen)
+                for i in det.observe(t, {node.name: _sample(fleet, node, t, gpu, **fields)})]  # fmt: skip
+    return got
+
+
+@pytest.mark.kata_gate(
+    "Detector raises ecc on a GPU whose DBE counter is non-zero from its first sample (the baseline) before it rises (red team rt19)"
+)
+def test_detect_dbe_baseline(detect: Any, fleet: Any, kata_seed: int) -> None:
+    """The first sample's DBE counter is a baseline: a GPU whose counter is already non-zero
+    (an old error, the agent restarted) is no ecc until the counter rises."""
+    rng = random.Random(kata_seed * 7 + 1)
+    node = _node(fleet, rng)
+    gpu, base, rise = rng.randrange(8), rng.randint(1, 6), rng.randint(3, 8)
+    ticks = [{"dbe": base}] * rise + [{"dbe": base + rng.randint(1, 3)}] * 2
+    got = _feed(detect.Detector([node], fleet.Policy()), fleet, node, ticks, gpu)
+    assert got == [(rise, "ecc", f"gpu{gpu}", rise)], (
+        f"Detector.observe: gpu{gpu}'s DBE counter {base} from the first sample (the baseline), "
+        f"rising at tick {rise}: got {got}, expected the ecc at {rise} only"
+    )
+
+
+@pytest.mark.kata_gate(
+    "Detector raises thermal on hw_slowdown (a power brake) without hw_thermal_slowdown, or misses the thermal run after it (red team rt19)"
+)
+def test_detect_hw_slowdown_is_not_thermal(detect: Any, fleet: Any, kata_seed: int) -> None:
+    """hw_slowdown without hw_thermal_slowdown (a power brake, an external signal) is no
+    thermal fault, however long it lasts."""
+    rng = random.Random(kata_seed * 7 + 2)
+    node = _node(fleet, rng)
+    tt = rng.randint(2, 6)
+    gpu = rng.randrange(8)
+    brake = {"throttle": ("hw_slowdown", "hw_power_brake_slowdown"), "sm_clock_mhz": 990}
+    hot = {"throttle": ("hw_slowdown", "hw_thermal_slowdown"), "temp_c": 90}
+    n = tt + rng.randint(1, 4)
+    ticks = [brake] * n + [{}] + [hot] * tt
+    got = _feed(detect.Detector([node], fleet.Policy(thermal_ticks=tt)), fleet, node, ticks, gpu)
+    want = [(n + tt, "thermal", f"gpu{gpu}", n + 1)]
+    assert got == want, (
+        f"Detector.observe with thermal_ticks={tt}: gpu{gpu} with hw_slowdown + "
+        f"hw_power_brake_slowdown (no hw_thermal_slowdown) at ticks 0..{n - 1}, then "
+        f"hw_thermal_slowdown from {n + 1}: got {got}, expected {want}"
+    )
+
+
+def _play(fleet: Any, sc: Any, rem_cls: Any, tamper: Any = None) -> Any:
+    """Your Remediator fed the truth's incidents; `tamper(t, fl, samples)` may change what the
+    node agents ship (the telemetry, not the fleet)."""
+    fl = fleet.Fleet(sc)
+    rem = rem_cls(fl.control, sc.policy)
+    feed = fleet.truth_incidents(sc)
+    for t in range(sc.horizon):
+        samples = fl.sample()
+        if tamper is not None:
+            samples = tamper(t, fl, samples)
+        rem.step(t, list(feed.get(t, [])), samples)
+        fl.advance()
+    return fl
+
+
+def _quiet(fleet: Any, seed: int, nodes: int = 10, frac: float = 0.25) -> Any:
+    base = fleet.random_scenario(seed, nodes=nodes, faults=0)
+    return dataclasses.replace(base, noise=(), maintenance=(),
+                               policy=dataclasses.replace(base.policy, max_out_fraction=frac))  # fmt: skip
+
+
+def _acts(fl: Any, node: str, since: int = 0) -> list[tuple[int, str, Any]]:
+    return [(a.tick, a.verb, a.arg) for a in fl.actions if a.node == node and a.tick >= since]
+
+
+@pytest.mark.kata_gate(
+    "Remediator uncordons a node whose samples after the reset show the remap failed (verification must read the samples it is given, not the fleet's scenario) (red team rt19)"
+)
+def test_remediate_verify_reads_the_samples(remediate: Any, fleet: Any, kata_seed: int) -> None:
+    """Verification reads the node's samples after the fix: here the telemetry after the reset
+    shows the remap failed (whatever the fleet's own state), so the node is escalated, never
+    uncordoned."""
+    rng = random.Random(kata_seed * 7 + 3)
+    sc = _quiet(fleet, rng.randrange(10**9))
+    node = rng.choice(sc.nodes)
+    g = rng.randrange(len(node.gpus))
+    sc = dataclasses.replace(
+        sc, faults=(fleet.Fault("ecc", node.name, f"gpu{g}", rng.randint(4, 20), xid=95),)
+    )
+
+    def tamper(t: int, fl: Any, samples: dict[str, Any]) -> dict[str, Any]:
+        s = samples.get(node.name)
+        if s is not None and any(a.verb == "reset_gpu" and a.node == node.name for a in fl.actions):
+            gpus = list(s.gpus)
+            gpus[g] = dataclasses.replace(gpus[g], remap_pending=False, remap_failure=True)
+            samples = {**samples, node.name: dataclasses.replace(s, gpus=tuple(gpus))}
+        return samples
+
+    fl = _play(fleet, sc, remediate.Remediator, tamper)
+    got = _acts(fl, node.name)
+    verbs = [v for _, v, _ in got]
+    assert "reset_gpu" in verbs and "uncordon" not in verbs and verbs[-1] == "escalate", (
+        f"Remediator: ecc on {node.name} gpu{g}; after the reset the node's samples show "
+        f"remap_failure on gpu{g}: expected an escalate and the node kept cordoned, got {got}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "Remediator ignores a new fault on a node it repaired and uncordoned before (red team rt19)"
+)
+def test_remediate_second_fault_after_uncordon(remediate: Any, fleet: Any, kata_seed: int) -> None:
+    """A node repaired and uncordoned is a node like any other: a later fault on it (a GPU
+    that fails again) is handled from the start."""
+    rng = random.Random(kata_seed * 7 + 4)
+    sc = _quiet(fleet, rng.randrange(10**9))
+    node = rng.choice(sc.nodes)
+    g1, g2 = rng.sample(range(len(node.gpus)), 2)
+    t2 = rng.randint(38, 48)
+    kind2 = rng.choice(["ecc", "gpu-lost"])
+    faults = (fleet.Fault("ecc", node.name, f"gpu{g1}", rng.randint(4, 12), xid=48),
+              fleet.Fault(kind2, node.name, f"gpu{g2}", t2, xid=95 if kind2 == "ecc" else 79))  # fmt: skip
+    fl = _play(fleet, dataclasses.replace(sc, faults=faults), remediate.Remediator)
+    first = _acts(fl, node.name)
+    assert any(v == "uncordon" and t < t2 for t, v, _ in first), (
+        f"Remediator: ecc on {node.name} gpu{g1}: expected a reset and an uncordon, got {first}"
+    )
+    later = [(v, a) for _, v, a in _acts(fl, node.name, t2)]
+    fix = ("reset_gpu", g2) if kind2 == "ecc" else ("reboot", None)
+    want = [("cordon", None), ("drain", None), fix, ("uncordon", None)]
+    assert later == want and not fl.killed, (
+        f"Remediator: {node.name} repaired (ecc on gpu{g1}) and uncordoned, then {kind2} on "
+        f"gpu{g2} at tick {t2}: actions from {t2} {later}, expected {want}"
+        + (f"; killed {fl.killed}" if fl.killed else "")
+    )
+
+
+@pytest.mark.kata_gate(
+    "Remediator takes the new incidents before moving the nodes it handles: an uncordon does not free its slot in the same step (red team rt19)"
+)
+def test_remediate_slot_freed_in_the_same_step(remediate: Any, fleet: Any, kata_seed: int) -> None:
+    """Cap 1: the node under repair is uncordoned at tick u, and a new incident arrives at u on
+    another node: moving the handled nodes first frees the slot, so it is cordoned."""
+    rng = random.Random(kata_seed * 7 + 5)
+    sc = _quiet(fleet, rng.randrange(10**9), nodes=10, frac=0.1)
+    a, b = rng.sample(list(sc.nodes), 2)
+    fa = fleet.Fault("ecc", a.name, f"gpu{rng.randrange(len(a.gpus))}", rng.randint(4, 15), xid=94)
+    fl = _play(fleet, dataclasses.replace(sc, faults=(fa,)), remediate.Remediator)
+    u = [t for t, v, _ in _acts(fl, a.name) if v == "uncordon"]
+    assert u, f"Remediator: ecc on {a.name}: no uncordon after the reset: {_acts(fl, a.name)}"
+    fb = fleet.Fault("disk-full", b.name, rng.choice(b.mounts), u[0])
+    fl = _play(fleet, dataclasses.replace(sc, faults=(fa, fb)), remediate.Remediator)
+    got = _acts(fl, b.name)
+    want = [(u[0], "cordon", None), (u[0], "escalate", "disk-full")]
+    assert got == want, (
+        f"Remediator with a cap of 1 node: {a.name} uncordoned at tick {u[0]}, disk-full on "
+        f"{b.name} reported at {u[0]}: expected {want} (handled nodes move first, so the "
+        f"uncordon frees the slot), got {got}"
+    )
+
+
+# What a runbook's Symptoms and Detection must speak of (besides XIDs): the kind's signal.
+SIGNALS = {
+    "gpu-lost": r"present|off the bus|fallen|fell off|missing|lost",
+    "ecc": r"dbe|double.bit|uncorrect|remap|ecc",
+    "row-remap-failure": r"remap",
+    "thermal": r"thermal|temperature|hot|heat",
+    "nic-flap": r"link|flap|port",
+    "disk-full": r"disk|full|mount|space|used",
+    "application-xid": r"application|job|user|owner|kernel|code",
+}
+
+
+@pytest.mark.kata_gate(
+    "a runbook's sections are copies of one another, or its Symptoms and Detection never name the kind's signal (red team rt19)"
+)
+def test_runbooks_say_something(runbooks: Any, books: Any) -> None:
+    """A runbook is read by a person: its six sections are not copies of one another, and its
+    Symptoms and Detection speak of the kind's own signal."""
+    for kind, book in runbooks.items():
+        texts = {n: " ".join(re.findall(r"[a-z0-9_]+", t.lower())) for n, t in book.items()}
+        same = [(a, b) for i, a in enumerate(texts) for b in list(texts)[i + 1:]
+                if texts[a] and texts[a] == texts[b]]  # fmt: skip
+        assert not same, f"runbooks.md, {kind}: sections {same[0]} say the same words"
+        pat = SIGNALS.get(kind)
+        about = (book.get("Symptoms", "") + " " + book.get("Detection", "")).lower()
+        assert pat is None or re.search(pat, about), (
+            f"runbooks.md, {kind}: Symptoms and Detection never name the kind's signal "
+            f"(one of: {pat.replace('|', ', ')})"
+        )
+
+
+@pytest.mark.kata_gate(
+    "Remediator, with ecc and an escalated fault on one node, skips the reset or the escalation, or uncordons the node (red team rt19)"
+)
+def test_remediate_two_faults_one_node(remediate: Any, fleet: Any, kata_seed: int) -> None:
+    """ecc on one GPU and a fault no reset fixes (a failed remap, thermal) on another, on one
+    node: the reset, the escalation, and the node never uncordoned."""
+    rng = random.Random(kata_seed * 7 + 6)
+    sc = _quiet(fleet, rng.randrange(10**9))
+    node = rng.choice(sc.nodes)
+    g1, g2 = rng.sample(range(len(node.gpus)), 2)
+    t = rng.randint(8, 25)
+    kind2 = rng.choice(["row-remap-failure", "thermal"])
+    onset2 = t - sc.policy.thermal_ticks + 1 if kind2 == "thermal" else t
+    faults = (fleet.Fault("ecc", node.name, f"gpu{g1}", t, xid=rng.choice([48, 94, 95])),
+              fleet.Fault(kind2, node.name, f"gpu{g2}", onset2, xid=64 if kind2 != "thermal" else None))  # fmt: skip
+    fl = _play(fleet, dataclasses.replace(sc, faults=faults), remediate.Remediator)
+    got = _acts(fl, node.name)
+    verbs = [(v, a) for _, v, a in got]
+    ok = (("reset_gpu", g1) in verbs and ("escalate", kind2) in verbs
+          and "uncordon" not in [v for v, _ in verbs] and not fl.killed)  # fmt: skip
+    assert ok, (
+        f"Remediator: ecc on {node.name} gpu{g1} and {kind2} on gpu{g2}, both reported at tick "
+        f"{t}: expected reset_gpu({g1}), escalate({kind2!r}) and the node kept cordoned, got {got}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "Remediator leaves an ecc GPU of a node unreset (every ecc GPU is reset before the uncordon) (red team rt19)"
+)
+def test_remediate_every_ecc_gpu_reset(remediate: Any, fleet: Any, kata_seed: int) -> None:
+    """ecc on several GPUs of one node: each is reset (none left to people), then uncordon."""
+    rng = random.Random(kata_seed * 7 + 7)
+    sc = _quiet(fleet, rng.randrange(10**9))
+    node = rng.choice(sc.nodes)
+    gs = sorted(rng.sample(range(len(node.gpus)), rng.randint(2, 3)))
+    t = rng.randint(6, 20)
+    faults = tuple(fleet.Fault("ecc", node.name, f"gpu{g}", t, xid=95) for g in gs)
+    fl = _play(fleet, dataclasses.replace(sc, faults=faults), remediate.Remediator)
+    got = _acts(fl, node.name)
+    reset = sorted(a for _, v, a in got if v == "reset_gpu")
+    ok = reset == gs and got[-1][1] == "uncordon" and not any(v == "escalate" for _, v, _ in got)
+    assert ok and not fl.killed, (
+        f"Remediator: ecc on {node.name} GPUs {gs} at tick {t}: expected a reset of "
+        f"each, then uncordon, got {got}"
+    )
+
+
+@pytest.mark.kata_gate(
+    "Detector misses a row-remap-failure on a GPU already reported as ecc, or raises ecc for a GPU whose remap failed (red team rt19)"
+)
+def test_detect_ecc_then_remap_failure(detect: Any, fleet: Any, kata_seed: int) -> None:
+    """ecc on a GPU, later its remap fails: two incidents (ecc, then row-remap-failure);
+    a remap failure at onset (XID 95 + XID 64, remap_failure) is no ecc."""
+    rng = random.Random(kata_seed * 7 + 8)
+    node = _node(fleet, rng)
+    g1, g2 = rng.sample(range(8), 2)
+    t1, t2 = rng.randint(1, 4), rng.randint(6, 9)
+    det = detect.Detector([node], fleet.Policy())
+    got = []
+    for t in range(12):
+        gpus = []
+        for g in node.gpus:
+            s = fleet.GpuSample(g.index, True, 60, 1980, (), 0, 0, False, False)
+            if g.index == g1 and t >= t1:
+                s = dataclasses.replace(s, dbe=1, remap_pending=t < t2, remap_failure=t >= t2)
+            if g.index == g2 and t >= t2:
+                s = dataclasses.replace(s, dbe=1, remap_failure=True)
+            gpus.append(s)
+        log = []
+        if t == t1:
+            log.append(fleet.xid_line(node, g1, 48, t, 4242))
+        if t == t2:
+            log += [fleet.xid_line(node, g2, 95, t, 4243), fleet.xid_line(node, g2, 64, t, 4243)]
+        nics = tuple(fleet.NicSample(n, True, 0) for n in node.nics)
+        s = fleet.NodeSample(
+            node.name, t, tuple(gpus), nics, (fleet.DiskSample("/", 1, 100),), tuple(log)
+        )
+        got += [(t, i.kind, i.device) for i in det.observe(t, {node.name: s})]
+    want = sorted([(t1, "ecc", f"gpu{g1}"), (t2, "row-remap-failure", f"gpu{g1}"),
+                   (t2, "row-remap-failure", f"gpu{g2}")])  # fmt: skip
+    assert sorted(got) == want, (
+        f"Detector.observe: ecc on gpu{g1} at {t1}, its remap failing at {t2}; gpu{g2}'s remap "
+        f"failing at {t2} (XID 95 and XID 64 lines): got {sorted(got)}, expected {want}"
+    )
