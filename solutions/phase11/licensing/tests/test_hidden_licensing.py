@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 import shutil
 import unicodedata
@@ -1403,3 +1404,232 @@ def test_activation_reasons(field: Field, formats: Any, activation: Any) -> None
     refused_activation(field, formats, field.respond(ch, t + 5), t + 901, "a response 901 s after its challenge (default ttl 900)", ("stale",))  # fmt: skip
     ch = field.challenge(t)
     assert default.complete(field.respond(ch, t + 5), any_zone(r, t + 900)), "Activator.complete: a response 900 s after its challenge (default ttl 900) is in time"  # fmt: skip
+
+
+# ---- rt21 (red team): tamper evidence of every byte, fresh nonces, replays in another spelling, respond's k
+
+RT21_T0 = 1_800_000_000
+RT21_YEAR = 365 * 86_400
+RT21_PARTS = {"machine-id": "m-1", "cpu": "c", "mac:eth0": "0c:00"}
+RT21_PARTS4 = {**RT21_PARTS, "disk:nvme0n1": "S4X"}
+RT21_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def _accepts(guard: Any, formats: Any, t: int) -> bool:
+    try:
+        guard.observe(at(t))
+    except (formats.ClockRollback, formats.StateTampered):
+        return False
+    return True
+
+
+@pytest.mark.kata_gate(
+    "ClockGuard does not read its state file on every call: it accepts a rollback that another ClockGuard on the same file already passed, or misses a file replaced between two calls"
+)
+def test_clock_rt21_two_guards_one_file(clockguard: Any, formats: Any, tmp_path: Any) -> None:
+    key, path = os.urandom(32), tmp_path / "state"
+    a = clockguard.ClockGuard(path, key, tolerance=300)
+    a.observe(at(RT21_T0))
+    clockguard.ClockGuard(path, key, tolerance=300).observe(at(RT21_T0 + RT21_YEAR))
+    assert not _accepts(a, formats, RT21_T0 + 10), (
+        "ClockGuard.observe: a guard that saw RT21_T0 accepted RT21_T0 + 10 s after another guard on the "
+        "same file raised the mark to RT21_T0 + 1 year (read the file on every call)"
+    )
+    other = tmp_path / "other"
+    clockguard.ClockGuard(other, os.urandom(32)).observe(at(RT21_T0))
+    shutil.copyfile(other, path)
+    with raises(
+        formats.StateTampered,
+        "ClockGuard.observe must see a state file replaced (by another key's) between two calls",
+    ):
+        a.observe(
+            at(RT21_T0 + RT21_YEAR + 20)
+        )  # the file was replaced between two calls of one guard
+
+
+@pytest.mark.kata_gate(
+    "ClockGuard keeps part of its state (the revocation serial or the mark) in a file whose deletion goes unnoticed"
+)
+def test_clock_rt21_every_file_it_writes(clockguard: Any, formats: Any, tmp_path: Any) -> None:
+    key, d = os.urandom(32), tmp_path / "guard"
+    d.mkdir()
+    path = d / "state"
+    g = clockguard.ClockGuard(path, key, tolerance=300)
+    g.observe(at(RT21_T0 + RT21_YEAR))
+    g.record_serial(7)
+    for f in sorted(d.iterdir()):
+        if f == path or not f.is_file():
+            continue
+        saved = f.read_bytes()
+        f.unlink()
+        fresh = clockguard.ClockGuard(path, key, tolerance=300)
+        try:
+            serial = fresh.serial()
+        except formats.StateTampered:
+            serial = 7
+        assert serial == 7 and not _accepts(fresh, formats, RT21_T0), (
+            f"ClockGuard: with the file {f.name!r} it wrote deleted, serial() reads {serial} "
+            "(recorded 7) or a year's rollback is accepted: every byte of the state must be MAC'd"
+        )
+        f.write_bytes(saved)
+
+
+@pytest.mark.kata_gate(
+    "ClockGuard trusts a state file made of a fragment of another key's state file (bytes deleted) without a valid MAC"
+)
+def test_clock_rt21_no_fragment_is_a_fresh_start(
+    clockguard: Any, formats: Any, tmp_path: Any
+) -> None:
+    key, path, other = os.urandom(32), tmp_path / "state", tmp_path / "other"
+    clockguard.ClockGuard(path, key, tolerance=300).observe(at(RT21_T0 + RT21_YEAR))
+    clockguard.ClockGuard(other, os.urandom(32), tolerance=300).observe(at(RT21_T0))
+    data = other.read_bytes()  # a file of this code's own format, mark RT21_T0, under another key
+    n = len(data)
+    cuts = (
+        {0, n}
+        | {i for i, b in enumerate(data) if b in b'\n\r ,:;{}[]"=\t'}
+        | {i + 1 for i, b in enumerate(data) if b in b'\n\r ,:;{}[]"=\t'}
+    )
+    cuts = sorted(c for c in cuts if 0 <= c <= n)
+    if len(cuts) > 60:  # a long file: every span would be slow; keep both ends and 58 cut points
+        cuts = sorted({0, n, *random.Random(n).sample(cuts, 58)})
+    for x, i in enumerate(cuts):
+        for j in cuts[x + 1 :]:
+            path.write_bytes(data[:i] + data[j:])
+            assert not _accepts(
+                clockguard.ClockGuard(path, key, tolerance=300), formats, RT21_T0
+            ), (
+                f"ClockGuard.observe accepted a year's rollback when the state file was replaced by "
+                f"another key's state file (mark RT21_T0) with bytes [{i}:{j}] of {n} deleted: a "
+                "fragment of a state file is trusted without a valid MAC"
+            )
+
+
+@pytest.mark.kata_gate(
+    "ClockGuard trusts a state file written under another key for some of 4000 random keys: its MAC is short enough to find by trying"
+)
+def test_clock_rt21_many_other_keys(clockguard: Any, formats: Any, tmp_path: Any) -> None:
+    path, other = tmp_path / "state", tmp_path / "other"
+    clockguard.ClockGuard(other, os.urandom(32), tolerance=300).observe(at(RT21_T0))
+    data = other.read_bytes()
+    path.write_bytes(data)
+    trusted = 0
+    for _ in range(4000):
+        if _accepts(clockguard.ClockGuard(path, os.urandom(32), tolerance=300), formats, RT21_T0):
+            trusted += 1
+            path.write_bytes(data)  # it may have rewritten the file under the key it trusted
+    assert trusted == 0, (
+        f"ClockGuard.observe trusted a state file written under another key for {trusted} of "
+        "4000 random keys: a MAC that short can be found by trying (HMAC-SHA256, whole)"
+    )
+
+
+@pytest.mark.kata_gate(
+    "Activator.challenge's nonce is not 32 bytes drawn from the OS's random generator during the call (a nonce from the time or a counter is predictable)"
+)
+def test_activation_rt21_nonce_from_the_csprng(activation: Any, formats: Any, monkeypatch: Any) -> None:  # fmt: skip
+    drawn = bytearray()
+    real = os.urandom
+
+    def fake(n: int) -> bytes:
+        data = real(n)
+        drawn.extend(data)
+        return data
+
+    def fake_getrandom(n: int, flags: int = 0) -> bytes:
+        return fake(n)
+
+    monkeypatch.setattr(os, "urandom", fake)
+    monkeypatch.setattr(random, "_urandom", fake)
+    if hasattr(os, "getrandom"):
+        monkeypatch.setattr(os, "getrandom", fake_getrandom)
+    for name, obj in list(
+        vars(activation).items()
+    ):  # `from os import urandom` in the learner's file
+        if obj is real:
+            monkeypatch.setattr(activation, name, fake)
+    act = activation.Activator(RT21_PARTS, "solver", [], ttl=900)
+    for i in range(3):
+        drawn.clear()
+        nonce = formats.b64decode(json.loads(act.challenge(at(RT21_T0 + i)))["nonce"])
+        assert len(nonce) == 32 and nonce in bytes(drawn), (
+            f"Activator.challenge: challenge {i}'s nonce ({nonce.hex()[:16]}...) is not 32 bytes the "
+            f"OS's random generator (os.urandom, secrets) produced during the call "
+            f"({len(drawn)} bytes drawn): a nonce derived from the time or a counter is predictable"
+        )
+
+
+def rt21_respellings(text: str) -> list[str]:
+    """The same payload bytes and signature, framed differently: CRLF, blank padding, and the
+    signature's last base64url character with its unused low bits set (decodes to the same bytes)."""
+    lines = text.strip().splitlines()
+    body, sig = lines[1].split(".")
+    last = RT21_B64[
+        RT21_B64.index(sig[-1]) ^ 0b1111
+    ]  # 64 bytes -> 86 chars: the last one's 4 low bits are unused
+    return [
+        "\r\n".join(lines) + "\r\n",
+        "\n\n" + text + "  \n",
+        "\n".join([lines[0], f"{body}.{sig[:-1]}{last}", lines[2]]) + "\n",
+    ]
+
+
+@pytest.mark.kata_gate(
+    "Activator.complete accepts a used response again when it is framed differently (CRLF, blank padding, unused base64url bits: the same bytes)"
+)
+def test_activation_rt21_replay_respelled(activation: Any, formats: Any, machine: Any, vendor: Any) -> None:  # fmt: skip
+    vendor.new_key("k2", RT21_T0 - 100 * 86_400)
+    parts = machine.digest_parts(RT21_PARTS, "solver")
+    what = (
+        "CRLF line ends",
+        "blank lines and spaces around it",
+        "the signature's unused base64url bits set",
+    )
+    for i in range(3):
+        act = activation.Activator(RT21_PARTS, "solver", vendor.keyring(), ttl=900)
+        nonce = json.loads(act.challenge(at(RT21_T0)))["nonce"]
+        lic = {
+            "expiry": RT21_T0 + 86_400, "features": ["a"], "grace": 0, "id": f"LIC-{i}", "issued": RT21_T0,
+            "kid": "k2", "licensee": "L", "machine": {"k": 2, "parts": parts}, "not_before": RT21_T0,
+            "product": "solver", "seats": 1,
+        }  # fmt: skip
+        body = {
+            "issued": RT21_T0 + 60, "kid": "k2", "license": vendor.sign(jcs(lic), "k2"),
+            "machine": parts, "nonce": nonce, "product": "solver",
+        }  # fmt: skip
+        response = vendor.sign(jcs(body), "k2")
+        again = rt21_respellings(response)[i]
+        assert formats.unpack(again) == formats.unpack(response), (
+            "the test's re-framing changed the bytes"
+        )
+        act.complete(response, at(RT21_T0 + 120))
+        try:
+            act.complete(again, at(RT21_T0 + 130))
+        except formats.ActivationError:
+            continue
+        pytest.fail(
+            f"Activator.complete accepted one response twice, the second time re-framed ({what[i]}; "
+            "unpack reads the same bytes): a used response is known by its nonce, not by its text"
+        )
+
+
+@pytest.mark.kata_gate(
+    "issuer.respond binds the activated license with a threshold k other than the one it was given"
+)
+def test_issue_rt21_respond_keeps_k(issuer: Any, machine: Any, formats: Any, vendor: Any, tmp_path: Any) -> None:  # fmt: skip
+    vendor.new_key("k2", RT21_T0 - 100 * 86_400)
+    key = str(vendor.pem("k2", tmp_path))
+    parts = machine.digest_parts(RT21_PARTS4, "solver")
+    challenge = jcs({"issued": RT21_T0, "machine": parts, "nonce": "n" * 43, "product": "solver"})
+    terms = {
+        "id": "LIC-7", "product": "solver", "licensee": "L", "features": ["a"], "seats": 1,
+        "issued": at(RT21_T0), "not_before": at(RT21_T0), "expiry": at(RT21_T0 + 86_400), "grace": timedelta(0),
+    }  # fmt: skip
+    for k in (2, 3, 4):
+        response = issuer.respond(challenge.decode(), terms, k, "k2", at(RT21_T0 + 60), key)
+        body = json.loads(formats.unpack(response)[0])
+        binding = json.loads(formats.unpack(body["license"])[0])["machine"]
+        assert binding["k"] == k, (
+            f"issuer.respond(k={k}): the license binds k = {binding['k']}: a smaller k lets it "
+            "run on machines that share fewer parts"
+        )
