@@ -355,6 +355,72 @@ def test_ranges_max_satisfying_any(semver: Any) -> None:
         )
 
 
+@pytest.mark.kata_gate(
+    "semver.compare does not compare numbers as exact integers (major, minor, patch or a "
+    "numeric pre-release identifier above 2**53, where floats round)"
+)
+def test_semver_big_numbers_exact(semver: Any) -> None:
+    r = random_for()
+    for _ in range(12):
+        big = r.randint(2**53, 2**70)
+        parts = [str(r.randint(0, 9)) for _ in range(3)]
+        where = r.randrange(4)
+        lo, hi = list(parts), list(parts)
+        if where < 3:
+            lo[where], hi[where] = str(big), str(big + 1)
+            a, b = ".".join(lo), ".".join(hi)
+        else:
+            a, b = ".".join(parts) + f"-rc.{big}", ".".join(parts) + f"-rc.{big + 1}"
+        assert semver.compare(a, b) == -1, (
+            f"semver.compare({a!r}, {b!r}): expected -1 (numbers as numbers, exactly)"
+        )
+        assert semver.compare(b, a) == 1, (
+            f"semver.compare({b!r}, {a!r}): expected 1 (numbers as numbers, exactly)"
+        )
+
+
+@pytest.mark.kata_gate(
+    "semver.parse accepts an identifier with a character outside ASCII [0-9A-Za-z-] (a "
+    "non-ASCII letter or digit, an underscore)"
+)
+def test_semver_refuses_non_ascii_identifiers(semver: Any) -> None:
+    r = random_for()
+    bad = ["ü", "é", "ß", "_", "İ", "ａ", "٣", "ⅷ", "µ"]
+    for _ in range(12):
+        ch = r.choice(bad)
+        word = "".join(r.choice("abcXYZ019-") for _ in range(r.randint(0, 3)))
+        ident = word[: r.randint(0, len(word))] + ch + word
+        core = f"{r.randint(0, 20)}.{r.randint(0, 20)}.{r.randint(0, 20)}"
+        text = r.choice(
+            [f"{core}-{ident}", f"{core}+{ident}", f"{core}-rc.1+{ident}", f"{core}-{ident}.1"]
+        )
+        with raises(
+            ValueError, f"semver.parse({text!r}) must refuse a non-ASCII or '_' identifier"
+        ):
+            semver.parse(text)
+
+
+@pytest.mark.kata_gate(
+    "semver.satisfies reads a caret on a zero partial version wrong: ^0 is [0.0.0, 1.0.0), "
+    "^0.0 is [0.0.0, 0.1.0), ^0.0.P is [0.0.P, 0.0.P+1)"
+)
+def test_ranges_caret_on_zero(semver: Any) -> None:
+    r = random_for()
+    for _ in range(10):
+        mi, pa = r.randint(1, 30), r.randint(1, 30)
+        cases = [
+            (f"0.0.{pa}", "^0.0", True), (f"0.{mi}.{pa}", "^0.0", False),
+            (f"0.{mi}.{pa}", "^0", True), (f"1.0.{pa}", "^0", False),
+            (f"0.0.{pa}", f"^0.0.{pa}", True), (f"0.0.{pa + 1}", f"^0.0.{pa}", False),
+            (f"0.{mi}.{pa}", f"^0.{mi}", True), (f"0.{mi + 1}.0", f"^0.{mi}", False),
+        ]  # fmt: skip
+        for version, spec, want in cases:
+            got = semver.satisfies(version, spec)
+            assert got is want, (
+                f"semver.satisfies({version!r}, {spec!r}): expected {want}, got {got!r}"
+            )
+
+
 def test_ranges_refuse_bad_specs(semver: Any) -> None:
     for spec in [
         "",

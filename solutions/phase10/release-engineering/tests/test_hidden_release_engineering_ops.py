@@ -527,25 +527,26 @@ def test_rollback_refuses_broken_graphs(rollback: Any, release: Any) -> None:
 # ------------------------------------------------------------------------- ebpf
 @pytest.mark.kata_gate(
     "the bpftrace program's count is not the traced process's own calls of the given system call "
-    "(other processes make the same call meanwhile)"
+    "(other processes make the same call meanwhile; each run traces getppid and sched_yield)"
 )
 def test_ebpf_counts_only_that_process(tracing: Any, run_bpftrace: Any, syscall_child: Any) -> None:
     assert shutil.which("bpftrace"), "bpftrace is on PATH (the capability says so)"
     r = random_for()
-    call = r.choice(["getppid", "sched_yield"])
-    n = r.randint(0, 300)
-    noise = syscall_child(r.randint(200, 500), call)
-    child = syscall_child(n, call)
-    # the noise process runs while the traced child does, both released once bpftrace attached
-    out, err = run_bpftrace(tracing.count_syscall_program(call, child.pid), child, [noise])
-    lines = out.strip().splitlines()
-    assert lines[-1:] == [f"{call} {n}"], (
-        f"count_syscall_program({call!r}, pid): bpftrace printed {out!r} (stderr {err[-300:]!r}); "
-        f"the child made {n} {call} calls"
-    )
-    assert len([ln for ln in lines if ln.strip() and not ln.startswith("Attaching")]) == 1, (
-        f"count_syscall_program({call!r}, pid) must print one line and no map: {out!r}"
-    )
+    # both calls every run, in a random order: a program wired to one call misses the other
+    for call in r.sample(["getppid", "sched_yield"], 2):
+        n = r.randint(0, 300)
+        noise = syscall_child(r.randint(200, 500), call)
+        child = syscall_child(n, call)
+        # the noise process runs while the traced child does, both released once bpftrace attached
+        out, err = run_bpftrace(tracing.count_syscall_program(call, child.pid), child, [noise])
+        lines = out.strip().splitlines()
+        assert lines[-1:] == [f"{call} {n}"], (
+            f"count_syscall_program({call!r}, pid): bpftrace printed {out!r} "
+            f"(stderr {err[-300:]!r}); the child made {n} {call} calls"
+        )
+        assert len([ln for ln in lines if ln.strip() and not ln.startswith("Attaching")]) == 1, (
+            f"count_syscall_program({call!r}, pid) must print one line and no map: {out!r}"
+        )
 
 
 def test_ebpf_refuses_injection(tracing: Any) -> None:
@@ -557,3 +558,73 @@ def test_ebpf_refuses_injection(tracing: Any) -> None:
             ValueError, f"tracing.count_syscall_program('getppid', {pid!r}) must refuse it"
         ):
             tracing.count_syscall_program("getppid", pid)
+
+
+@pytest.mark.kata_gate(
+    "canary.judge does not decide by comparing its own errors_p_value / latency_p_value with "
+    "policy.alpha (a policy whose alpha is just above, then just below, that p-value)"
+)
+def test_canary_alpha_at_the_p_value(canary: Any, release: Any, scenarios: Any) -> None:
+    # Each metric alone exceeds its margin; alpha is set 5 % above, then 5 % below, the p-value the
+    # learner's own test gives: ROLLBACK, then HOLD. A judge at alpha/2 (a two-sided p), or one that
+    # decides with another test (a z-test, a t-test on log latencies), misses one side.
+    r = random_for()
+    R = release
+    checked = 0
+    for _ in range(200):
+        if checked >= 8:
+            break
+        n = r.randint(3000, 12000)
+        lat = scenarios.quantile_latencies(r.randint(200, 600))
+        if checked % 2 == 0:  # errors: same latencies, more errors by more than the margin
+            be = r.randint(2, 25)
+            ce = be + int(n * 0.0015) + r.randint(1, 12)
+            base, can = R.Arm(n, be, lat), R.Arm(n, ce, lat)
+            p = canary.errors_p_value(be, n, ce, n)
+            what = f"errors_p_value({be}, {n}, {ce}, {n})"
+        else:  # latency: same errors, median up by more than the margin, moderate evidence
+            m = r.randint(200, 400)
+            b = scenarios.random_latencies(r, m)
+            c = scenarios.random_latencies(r, m, 120.0 * (1 + r.uniform(0.08, 0.14)))
+            if statistics.median(c) / statistics.median(b) - 1 <= 0.06:
+                continue
+            base, can = R.Arm(n, 10, b), R.Arm(n, 10, c)
+            p = canary.latency_p_value(list(b), list(c))
+            what = f"latency_p_value(base, canary) ({m} latencies each)"
+        if not isinstance(p, float) or not (1e-6 < p < 0.4):
+            continue
+        for alpha, want in ((p * 1.05, R.ROLLBACK), (p / 1.05, R.HOLD)):
+            policy = R.Policy(min_requests=1000, min_latencies=100, alpha=alpha)
+            got = canary.judge(base, can, policy).decision
+            assert got == want, (
+                f"canary.judge with {what} = {p:.6g} and alpha = {alpha:.6g}: expected {want}, "
+                f"got {got} (a metric above its margin is a regression when p < alpha, "
+                f"inconclusive when p >= alpha)"
+            )
+        checked += 1
+    assert checked >= 4, "too few usable cases drawn"
+
+
+@pytest.mark.kata_gate(
+    "canary.judge holds when each arm has exactly policy.min_requests requests and "
+    "policy.min_latencies latency samples (the minimum is enough: hold only on fewer)"
+)
+def test_canary_minimum_is_enough(canary: Any, release: Any, scenarios: Any) -> None:
+    r = random_for()
+    R = release
+    for _ in range(3):
+        n, m = r.randint(1000, 50000), r.randint(100, 500)
+        lat = scenarios.quantile_latencies(m)
+        base, can = R.Arm(n, n // 200, lat), R.Arm(n, n * 3 // 100, lat)  # errors 0.5 % -> 3 %
+        exact = R.Policy(min_requests=n, min_latencies=m)
+        got = canary.judge(base, can, exact).decision
+        assert got == R.ROLLBACK, (
+            f"canary.judge with {n} requests and {m} latencies per arm, {exact}: errors "
+            f"0.5 % -> 3 %, expected rollback, got {got} (arms at exactly the minimum decide)"
+        )
+        for short in (R.Policy(min_requests=n + 1, min_latencies=m),
+                      R.Policy(min_requests=n, min_latencies=m + 1)):  # fmt: skip
+            got = canary.judge(base, can, short).decision
+            assert got == R.HOLD, (
+                f"canary.judge with {n} requests, {m} latencies, {short}: expected hold, got {got}"
+            )
