@@ -601,6 +601,9 @@ def test_remediate_fault_during_drain(
     assert not fl.killed, f"Remediator killed {fl.killed}"
 
 
+ORDER = {"cordon": 0, "drain": 1, "reset_gpu": 2, "reboot": 3, "escalate": 4, "uncordon": 5}
+
+
 def test_remediate_two_ecc_gpus(remediate: Any, fleet: Any, drill: Any, kata_rng: Any) -> None:
     """ecc on GPU 1 at 10 and on GPU 3 at 13 (during the drain): both reset at 15, uncordon at 16."""
     sc, node = two_fault_scenario(fleet, kata_rng)
@@ -612,7 +615,7 @@ def test_remediate_two_ecc_gpus(remediate: Any, fleet: Any, drill: Any, kata_rng
     got, fl = hand_run(drill, remediate, sc, feed, node.name)
     mine = sorted(
         got,
-        key=lambda a: (a[0], ["cordon", "drain", "reset_gpu", "uncordon"].index(a[1]), str(a[2])),
+        key=lambda a: (a[0], ORDER.get(a[1], len(ORDER)), a[1], str(a[2])),
     )
     want = [(10, "cordon", None), (10, "drain", None), (15, "reset_gpu", 1), (15, "reset_gpu", 3),
             (16, "uncordon", None)]  # fmt: skip
