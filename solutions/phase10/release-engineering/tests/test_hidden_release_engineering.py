@@ -421,6 +421,27 @@ def test_ranges_caret_on_zero(semver: Any) -> None:
             )
 
 
+@pytest.mark.kata_gate(
+    "semver.max_satisfying does not return the first listed of versions of equal precedence "
+    "(they differ only in build metadata)"
+)
+def test_ranges_max_satisfying_first_of_equals(semver: Any) -> None:
+    r = random_for()
+    for _ in range(10):
+        core = f"{r.randint(0, 9)}.{r.randint(0, 20)}.{r.randint(0, 20)}"
+        builds = r.sample(["a", "b.1", "cu.12", "sha-1f3", "001", "x-y"], 3)
+        same = [f"{core}+{b}" for b in builds]
+        lower = f"{core}-rc.1"
+        versions = [lower, *same]
+        r.shuffle(versions)
+        want = next(v for v in versions if v != lower)
+        got = semver.max_satisfying(versions, f">={core}")
+        assert got == want, (
+            f"semver.max_satisfying({versions!r}, '>={core}'): expected {want!r} (the first "
+            f"listed among equals), got {got!r}"
+        )
+
+
 def test_ranges_refuse_bad_specs(semver: Any) -> None:
     for spec in [
         "",

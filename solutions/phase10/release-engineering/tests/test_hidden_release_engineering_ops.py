@@ -549,6 +549,10 @@ def test_ebpf_counts_only_that_process(tracing: Any, run_bpftrace: Any, syscall_
         )
 
 
+@pytest.mark.kata_gate(
+    "tracing.count_syscall_program puts a name or pid it should refuse into the program text "
+    "(not [a-z][a-z0-9_]*, not a positive int)"
+)
 def test_ebpf_refuses_injection(tracing: Any) -> None:
     for bad in ["getppid/**/", 'read { system("id"); }', "getppid\n", "", "GETPID", "a-b"]:
         with raises(ValueError, f"tracing.count_syscall_program({bad!r}, 1) must refuse it"):
