@@ -1,0 +1,394 @@
+"""Fixtures of the platform tests, public and hidden: each defined once, here
+(docs/kata-layout.md). Tests never import kata code: they ask the `kata` fixture for it.
+
+The platform is graded with components of the tests' own — a scheduler that records what it
+was offered, a runner whose jobs finish when the test says, a serving model whose TTFT the test
+chooses, a license whose terms the test sets and a clock that moves only when told — so your
+grade here does not depend on your earlier katas (wiring.py runs the platform on those).
+Everything goes through HTTP: `live.call("POST", "/v1/jobs", {...})`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+# ------------------------------------------------------------------------------ the kata's code
+
+
+@pytest.fixture(scope="module")
+def components(kata: Any) -> Any:
+    """components.py (given): the Protocols, ApiError, NodeSpec, VERSION, buckets."""
+    return kata.module("components")
+
+
+@pytest.fixture(scope="module")
+def control(kata: Any) -> Any:
+    """control.py (yours): Platform."""
+    return kata.module("control")
+
+
+@pytest.fixture(scope="module")
+def routes(kata: Any) -> Any:
+    """routes.py (yours): route()."""
+    return kata.module("routes")
+
+
+@pytest.fixture(scope="module")
+def transport(kata: Any) -> Any:
+    """transport.py (given): serve(), stop()."""
+    return kata.module("transport")
+
+
+@pytest.fixture(scope="module")
+def slo_rules(kata: Any) -> str:
+    """slo_rules.yml (given): the TTFT SLO's recording rules and page."""
+    return kata.source("slo_rules.yml")
+
+
+# ------------------------------------------------------------------------------ the test's parts
+
+
+class RecordingScheduler:
+    """First fit, or the answers of `choose(job, nodes)`; records every call (job id, the nodes
+    offered as (name, gpus, free))."""
+
+    def __init__(self, choose: Any = None) -> None:
+        self.choose = choose
+        self.calls: list[tuple[str, list[tuple[str, int, int]]]] = []
+        self.lock = threading.Lock()
+
+    def place(self, job: Any, nodes: list[Any]) -> str | None:
+        offered = [(n.name, n.gpus, n.free) for n in nodes]
+        with self.lock:
+            self.calls.append((job.id, offered))
+        if self.choose is not None:
+            return self.choose(job, nodes)
+        for n in nodes:
+            if n.free >= job.gpus:
+                return n.name
+        return None
+
+
+class TestRunner:
+    """Started jobs run until the test calls finish(job_id, "done"|"failed"). Records starts
+    (job id, node, gpus) and stops."""
+
+    __test__ = False  # not a test class
+
+    def __init__(self) -> None:
+        self.states: dict[str, str] = {}
+        self.starts: list[tuple[str, str, int]] = []
+        self.stops: list[str] = []
+        self.polls = 0
+        self.lock = threading.Lock()
+
+    def start(self, job_id: str, node: str, gpus: int) -> None:
+        with self.lock:
+            self.starts.append((job_id, node, gpus))
+            self.states[job_id] = "running"
+
+    def poll(self, job_id: str) -> str:
+        with self.lock:
+            self.polls += 1
+            return self.states.get(job_id, "failed")
+
+    def stop(self, job_id: str) -> None:
+        with self.lock:
+            self.stops.append(job_id)
+            if self.states.get(job_id) == "running":
+                self.states[job_id] = "stopped"
+
+    def finish(self, job_id: str, outcome: str = "done") -> None:
+        with self.lock:
+            self.states[job_id] = outcome
+
+
+class TestServing:
+    """TTFT and TPOT from `ttft(prompt_tokens, max_tokens)` (default: a roofline-like line);
+    tokens = max_tokens. Records each call."""
+
+    __test__ = False
+
+    def __init__(self, components: Any, ttft: Any = None) -> None:
+        self.components = components
+        self.ttft = ttft or (lambda p, m: 0.02 + 0.0001 * p)
+        self.calls: list[tuple[int, int]] = []
+        self.lock = threading.Lock()
+
+    def generate(self, prompt_tokens: int, max_tokens: int) -> Any:
+        with self.lock:
+            self.calls.append((prompt_tokens, max_tokens))
+            t = float(self.ttft(prompt_tokens, max_tokens))
+        return self.components.Generation(
+            ttft_s=t, tpot_s=0.01 + 1e-6 * max_tokens, tokens=max_tokens
+        )
+
+
+class TestLicenser:
+    """Terms the test sets (and may change between requests)."""
+
+    __test__ = False
+
+    def __init__(self, terms: Any) -> None:
+        self.current = terms
+        self.calls = 0
+
+    def terms(self) -> Any:
+        self.calls += 1
+        return self.current
+
+
+class TestClock:
+    __test__ = False
+
+    def __init__(self, t: float = 1_767_225_600.0) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any  # the JSON value, or the text when it is not JSON
+    text: str
+    headers: dict[str, str]
+
+
+@dataclass
+class Live:
+    """A running platform: its parts, its URL, and a client."""
+
+    platform: Any
+    server: Any
+    url: str
+    scheduler: RecordingScheduler
+    runner: TestRunner
+    serving: TestServing
+    licenser: TestLicenser
+    clock: TestClock
+    nodes: list[tuple[str, int]]
+    seen_raised: set[str] = field(default_factory=set)
+
+    def call(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> Answer:
+        """One request. An exception of your code (a 500 that transport.py kept) is raised here
+        again, so a test shows your traceback (and a todo() means "not started")."""
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=20) as r:
+                status, payload, headers = r.status, r.read(), dict(r.headers)
+        except urllib.error.HTTPError as e:
+            status, payload, headers = e.code, e.read(), dict(e.headers)
+        key = headers.get("X-Kata-Raised")
+        if key is not None:
+            self.seen_raised.add(key)
+            raise self.server.kata_raised[key]
+        text = payload.decode("utf-8", errors="replace")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        return Answer(status, value, text, headers)
+
+    def raise_kept(self) -> None:
+        """An exception observe_http raised (kept by transport.py while the answer went out)."""
+        for key, exc in list(self.server.kata_raised.items()):
+            if key not in self.seen_raised:
+                self.seen_raised.add(key)
+                raise exc
+
+    def ok(self, method: str, path: str, body: Any = None, want: int = 200) -> Any:
+        a = self.call(method, path, body)
+        assert a.status == want, (
+            f"{method} {path} {json.dumps(body) if body is not None else ''} answered "
+            f"{a.status} {a.text[:300]!r}; expected {want}"
+        )
+        return a.body
+
+    def scrape(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """GET /metrics, checked line by line and parsed: {(sample name, sorted labels): value}."""
+        a = self.call("GET", "/metrics")
+        self.raise_kept()
+        assert a.status == 200, f"GET /metrics answered {a.status} {a.text[:300]!r}; expected 200"
+        return parse_exposition(a.text)
+
+
+def terms(
+    components: Any,
+    *,
+    features: tuple[str, ...] = ("jobs", "serving"),
+    expires_in: float = 30 * 86400,
+    grace_s: float = 7 * 86400,
+    now: float = 1_767_225_600.0,
+    licensee: str = "acme",
+) -> Any:
+    return components.LicenseTerms(
+        licensee=licensee,
+        features=frozenset(features),
+        expires_at=now + expires_in,
+        grace_s=grace_s,
+    )
+
+
+@pytest.fixture
+def make_live(components: Any, control: Any, routes: Any, transport: Any) -> Any:
+    """make_live(nodes=[("node-0", 8), ...], max_attempts=2, choose=None, ttft=None,
+    license=None) -> Live, served on 127.0.0.1:0; stopped and closed after the test."""
+    made: list[Live] = []
+
+    def make(
+        nodes: list[tuple[str, int]] | None = None,
+        max_attempts: int = 2,
+        choose: Any = None,
+        ttft: Any = None,
+        license: Any = None,
+    ) -> Live:
+        nodes = nodes if nodes is not None else [("node-0", 8), ("node-1", 8), ("node-2", 4)]
+        clock = TestClock()
+        parts = (
+            RecordingScheduler(choose),
+            TestRunner(),
+            TestServing(components, ttft),
+            TestLicenser(license if license is not None else terms(components, now=clock.t)),
+            clock,
+        )
+        comps = components.Components(*parts)
+        platform = control.Platform(
+            comps, [components.NodeSpec(n, g) for n, g in nodes], max_attempts=max_attempts
+        )
+        server = transport.serve(routes, platform, port=0)
+        live = Live(platform, server, f"http://127.0.0.1:{server.server_address[1]}", *parts, nodes)
+        made.append(live)
+        return live
+
+    yield make
+    for live in made:
+        transport.stop(live.server)
+        try:
+            live.platform.close()
+        except Exception:  # noqa: S110 (teardown: close is graded by the scenario's own test)
+            pass
+
+
+# ------------------------------------------------------------------------------ the exposition
+
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+_SAMPLE = re.compile(
+    rf"^({_NAME})(?:\{{((?:{_LABEL})(?:,{_LABEL})*)?,?\}})? "
+    r"([-+]?(?:[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?|Inf|NaN))$"
+)
+_META = re.compile(rf"^# (HELP|TYPE) ({_NAME})(?: (.*))?$")
+
+
+def parse_exposition(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The 0.0.4 text strictly: every line a # HELP / # TYPE line or a sample; each family's
+    HELP and TYPE once and before its samples, its samples together; then prometheus_client's
+    parser for the values. Raises AssertionError naming the line."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert text.endswith("\n"), "GET /metrics: the exposition text must end with a newline"
+    typed: dict[str, str] = {}
+    helped: set[str] = set()
+    finished: set[str] = set()
+    current = None
+    for n, line in enumerate(text.split("\n")[:-1], 1):
+        if line.startswith("#"):
+            m = _META.match(line)
+            if m is None:
+                continue  # a comment
+            kind, name, rest = m.groups()
+            if kind == "TYPE":
+                assert name not in typed, f"/metrics line {n}: a second # TYPE for {name}"
+                assert rest in ("counter", "gauge", "histogram", "summary", "untyped"), (
+                    f"/metrics line {n}: unknown type {rest!r} for {name}"
+                )
+                typed[name] = rest
+            else:
+                assert name not in helped, f"/metrics line {n}: a second # HELP for {name}"
+                helped.add(name)
+            if current != name:
+                assert name not in finished, f"/metrics line {n}: family {name} is split in two"
+                if current is not None:
+                    finished.add(current)
+                current = name
+            continue
+        m = _SAMPLE.match(line)
+        assert m is not None, f"/metrics line {n} is not a valid sample line: {line!r}"
+        fam = m.group(1)
+        for suffix in ("_bucket", "_sum", "_count"):
+            if fam.endswith(suffix) and typed.get(fam[: -len(suffix)]) == "histogram":
+                fam = fam[: -len(suffix)]
+        assert fam in typed, f"/metrics line {n}: sample {m.group(1)} before its family's # TYPE"
+        if current != fam:
+            assert fam not in finished, f"/metrics line {n}: family {fam} is split in two"
+            if current is not None:
+                finished.add(current)
+            current = fam
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = (s.name, tuple(sorted(s.labels.items())))
+            assert key not in out, f"/metrics: the sample {s.name}{s.labels} appears twice"
+            out[key] = float(s.value)
+    return out
+
+
+def sample(scraped: dict, name: str, **labels: str) -> float | None:
+    """The value of one sample (None when it is not there)."""
+    return scraped.get((name, tuple(sorted(labels.items()))))
+
+
+def samples(scraped: dict, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {labels: v for (n, labels), v in scraped.items() if n == name}
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.skip("promtool is not installed (capability promtool)")
+    return path
+
+
+def promtool_check_metrics(promtool: str, text: str) -> list[str]:
+    """promtool check metrics' findings (empty when it is content)."""
+    r = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    return [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+
+
+def isclose(a: float | None, b: float) -> bool:
+    return a is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.fixture(scope="session")
+def kit() -> Any:
+    """The helpers above, for test modules (which import nothing from here)."""
+    import types
+
+    return types.SimpleNamespace(
+        terms=terms,
+        parse_exposition=parse_exposition,
+        sample=sample,
+        samples=samples,
+        promtool_check_metrics=promtool_check_metrics,
+        isclose=isclose,
+        Answer=Answer,
+    )
