@@ -6,7 +6,11 @@ the GitHub workflow), ``.ci/run`` and the grade-mode check in the plugin all rea
     python -m harness.capabilities extras [ROOT] [--katas a,b]   # "cuda" (pip extras, comma-joined)
     python -m harness.capabilities apt [ROOT] [--katas a,b]      # "g++ gcc" (Debian packages)
     python -m harness.capabilities needs [ROOT] [--katas a,b]    # what each kata needs, for people
-    python -m harness.capabilities gpu-image-optional            # "bpftrace,busybox,cargo,promtool,valgrind"
+    python -m harness.capabilities npm [ROOT] [--katas a,b]      # "typescript" (npm packages)
+    python -m harness.capabilities gpu-image-optional            # "bpftrace,busybox,cargo,node,promtool,valgrind"
+
+npm packages are pinned in the repository's package.json and package-lock.json and installed
+with `npm ci` in the repository root (project-local node_modules/, where the probe finds tsc).
 
 What the katas need is read from their manifests (``[requires]`` and each task's ``tier`` and
 ``capabilities``); the harness's own needs (Python, pip) are the entry points' business.
@@ -28,6 +32,7 @@ class Install:
 
     extras: tuple[str, ...] = ()  # pip extras of this package
     apt: tuple[str, ...] = ()  # Debian/Ubuntu packages
+    npm: tuple[str, ...] = ()  # npm packages, pinned in the root package.json (`npm ci`)
     advice: str = ""  # the instructor's half-sentence: "install the [cuda] extra"
 
 
@@ -50,6 +55,14 @@ INSTALL: dict[str, Install] = {
         apt=("prometheus",), advice="install promtool (apt-get install prometheus)"
     ),
     "gdb": Install(apt=("gdb",), advice="install gdb (apt-get install gdb)"),
+    # Node.js (Debian 12's nodejs is 18; the entry points skip the apt packages where a node is
+    # already on PATH, e.g. NodeSource's, whose nodejs conflicts with Debian's npm) and tsc.
+    "node": Install(
+        apt=("nodejs", "npm"),
+        npm=("typescript",),
+        advice="install Node.js >= 18 and npm (apt-get install nodejs npm) and the pinned "
+        "TypeScript (npm ci in the course repository)",
+    ),
     "strace": Install(apt=("strace",), advice="install strace (apt-get install strace)"),
     # bpftrace also needs the kernel to let it trace (root, tracefs): the probe runs it.
     "bpftrace": Install(
@@ -90,12 +103,13 @@ NOT_INSTALLABLE = frozenset(
 
 # The gpu-tier image (the GPU machines the gpu tier is checked on, harness/benchmarks/gpu_check.sh:
 # Python 3.12 with cupy, cuda-bindings, numba-cuda, torch and the full CUDA 13 toolkit, and no
-# package registry) has no Rust, bpftrace, busybox, promtool or valgrind, and nothing can be installed there.
+# package registry) has no Rust, bpftrace, busybox, Node.js (nor TypeScript), promtool or valgrind, and nothing can be installed there.
 # What needs them skips on it: a grader on that image declares them optional (KATA_OPTIONAL).
-GPU_IMAGE_LACKS = ("bpftrace", "busybox", "cargo", "promtool", "valgrind")
+GPU_IMAGE_LACKS = ("bpftrace", "busybox", "cargo", "node", "promtool", "valgrind")
 GPU_IMAGE_NOTE = (
-    "the gpu-tier image has no Rust, bpftrace, busybox, promtool or valgrind (and no package registry): declare "
-    "them optional there (KATA_OPTIONAL=bpftrace,busybox,cargo,promtool,valgrind) or bake them into the image"
+    "the gpu-tier image has no Rust, bpftrace, busybox, Node.js/TypeScript, promtool or valgrind (and no package "
+    "registry): declare them optional there (KATA_OPTIONAL=bpftrace,busybox,cargo,node,promtool,valgrind) or "
+    "bake them into the image"
 )
 
 
@@ -125,6 +139,12 @@ def needs(ms: list[Manifest]) -> dict[str, list[str]]:
         for name in sorted(names - {"cpu"}):
             out.setdefault(name, []).append(m.id)
     return out
+
+
+def npm_plan(ms: list[Manifest]) -> list[str]:
+    """The npm packages that give a grader what `ms` need (installed by `npm ci` in the course
+    repository: the root package.json pins each of them)."""
+    return sorted({p for name in needs(ms) for p in install_for(name).npm})
 
 
 def plan(ms: list[Manifest], include_gpu: bool = False) -> tuple[list[str], list[str]]:
@@ -157,7 +177,7 @@ def missing_sentence(name: str, points_by_kata: dict[str, float], fmt=str) -> st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m harness.capabilities", description=__doc__)
-    p.add_argument("what", choices=("extras", "apt", "needs", "gpu-image-optional"))
+    p.add_argument("what", choices=("extras", "apt", "npm", "needs", "gpu-image-optional"))
     p.add_argument("root", nargs="?", default=".", help="the course repository (default: .)")
     p.add_argument("--katas", default="", help="comma-separated kata ids (default: all)")
     p.add_argument("--gpu", action="store_true", help="include the gpu extra (a GPU grader)")
@@ -171,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         print(",".join(extras))
     elif a.what == "apt":
         print(" ".join(apt))
+    elif a.what == "npm":
+        print(" ".join(npm_plan(ms)))
     else:
         for name, katas in needs(ms).items():
             print(

@@ -22,7 +22,7 @@ TIERS = ("cpu", "cluster-sim", "gpu")
 CAPABILITIES = (
     "cc", "cxx", "nvcc", "ptxas", "cuobjdump", "clang", "valgrind", "cargo",
     "namespaces", "cgroups", "netns", "chromium", "kbuild", "busybox",
-    "promtool", "gdb", "strace", "bpftrace",
+    "promtool", "gdb", "strace", "bpftrace", "node",
 )  # fmt: skip
 # Capabilities a kata may keep in the sandbox child (`[sandbox] keep_capabilities`) in runs
 # that hold a secret: only CAP_SYS_ADMIN (namespaces, mount, pivot_root); the others the child

@@ -5,8 +5,9 @@ on one machine: network namespaces, root) and ``gpu`` (an NVIDIA driver and devi
 are single tools or kernel features (``cc``, ``nvcc``, ``valgrind``, ``namespaces`` ...).
 
 Probes are cheap file checks; the only subprocesses are the GPU probe, which runs only when the
-driver's files exist, so CUDA is never initialised in the pytest process, and bpftrace's (a
-program that exits at once, only where bpftrace is on PATH: the kernel may still refuse it).
+driver's files exist, so CUDA is never initialised in the pytest process, bpftrace's (a
+program that exits at once, only where bpftrace is on PATH: the kernel may still refuse it) and
+`node --version` (only where node is on PATH); both answers are kept per binary (_cached_run).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _TOOLS = {
     "gdb": "gdb",
     "strace": "strace",
     "bpftrace": "bpftrace",  # eBPF tracing (phase 10): on PATH *and* allowed by the kernel
+    "node": "node",  # Node.js >= 18 *and* a tsc of the typescript npm package (phase 12's CLI)
 }
 
 
@@ -267,8 +269,56 @@ def _cached_run(name: str, path: Path, run: Any) -> str | None:
     return why
 
 
+MIN_NODE = 18  # the oldest Node.js still maintained when phase 12 was written; fetch is global
+MIN_TYPESCRIPT = 5
+
+
+def _major(version: str) -> int | None:
+    head = version.strip().lstrip("v").split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _probe_node(path: Path) -> str | None:
+    """None when `path` is Node.js >= MIN_NODE and a tsc of the `typescript` npm package (>=
+    MIN_TYPESCRIPT) is found (PATH, or the repository's node_modules/.bin after `npm ci`). The
+    node version costs one `node --version`, kept like bpftrace's answer (_cached_run); the tsc
+    check reads its package.json."""
+
+    def run() -> str | None:
+        try:
+            out = subprocess.run(
+                [str(path), "--version"], capture_output=True, text=True, timeout=15
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"node could not run here: {e}"
+        major = _major(out.stdout) if out.returncode == 0 else None
+        if major is None:
+            return f"{path} --version said {(out.stdout + out.stderr).strip()[:100]!r}, not a Node.js version"
+        if major < MIN_NODE:
+            return f"node {out.stdout.strip()} is too old (the CLI needs Node.js >= {MIN_NODE}): {_advice('node')}"
+        return None
+
+    why = _cached_run("node", path, run)
+    if why is not None:
+        return why
+    from .toolchain import find_tool, install_advice, typescript_version
+
+    tsc = find_tool("tsc")
+    if tsc is None:
+        return f"node is here but tsc was not found: {install_advice('tsc')}"
+    version = typescript_version(tsc)
+    if version is None:
+        return f"{tsc} is not the typescript npm package's tsc: {install_advice('tsc')}"
+    major = _major(version)
+    if major is None or major < MIN_TYPESCRIPT:
+        return (
+            f"typescript {version} ({tsc}) is older than {MIN_TYPESCRIPT}: {install_advice('tsc')}"
+        )
+    return None
+
+
 # Capabilities whose tool must also run (the kernel may refuse it): tool path -> None or why not.
-_RUNS = {"bpftrace": _probe_bpftrace}
+_RUNS = {"bpftrace": _probe_bpftrace, "node": _probe_node}
 
 
 def probe() -> Capabilities:

@@ -7,6 +7,7 @@ capability at start-up for free. `tool_version` runs `TOOL --version` once per p
 from __future__ import annotations
 
 import functools
+import json
 import os
 import site
 import subprocess
@@ -22,6 +23,7 @@ __all__ = [
     "require_tool",
     "tool_version",
     "tool_version_text",
+    "typescript_version",
 ]
 
 # Logical name -> executable names tried in order. "cc"/"cxx" prefer the system default compiler,
@@ -46,6 +48,8 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "gdb": ("gdb",),
     "strace": ("strace",),
     "bpftrace": ("bpftrace",),
+    "node": ("node", "nodejs"),  # Debian and Ubuntu once named it nodejs
+    "tsc": ("tsc",),  # the TypeScript compiler of the `typescript` npm package
 }
 
 # Tools that may live outside PATH, in a CUDA toolkit or in the nvidia-cuda-* PyPI wheels.
@@ -74,6 +78,10 @@ _ADVICE: dict[str, str] = {
     "strace": "install strace: `apt-get install -y strace`",
     "bpftrace": "install bpftrace: `apt-get install -y bpftrace` (it also needs root, or CAP_BPF "
     "and CAP_PERFMON, and tracefs: a container usually refuses it)",
+    "node": "install Node.js >= 18: `apt-get install -y nodejs npm` (Debian 12 has 18), or a "
+    "release from https://nodejs.org",
+    "tsc": "install TypeScript from npm: `npm ci` in the repository root (the pinned typescript "
+    "of its package.json, into ./node_modules), or `npm install -g typescript@5`",
     "cargo": "install Rust with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 "
     "-sSf https://sh.rustup.rs | sh`) or `apt-get install -y cargo`",
 }
@@ -133,7 +141,37 @@ def search_dirs(name: str) -> list[Path]:
     if name == "cargo":  # rustup installs into ~/.cargo/bin, often not yet on PATH
         home = os.environ.get("CARGO_HOME") or str(Path.home() / ".cargo")
         dirs.append(Path(home) / "bin")
+    if name == "tsc":  # `npm ci` in the repository root installs it project-locally
+        dirs.extend(_node_modules_bins())
     return dirs
+
+
+def _node_modules_bins() -> list[Path]:
+    """node_modules/.bin of the repository around the working directory, then of the one that
+    holds this harness (a learner runs pytest from either)."""
+    out: list[Path] = []
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for d in (start, *start.parents):
+            if (d / "pyproject.toml").is_file() and (d / "katas").is_dir():
+                if d / "node_modules" / ".bin" not in out:
+                    out.append(d / "node_modules" / ".bin")
+                break
+    return out
+
+
+def typescript_version(tsc: Path) -> str | None:
+    """The version of the `typescript` npm package that `tsc` belongs to (its bin/tsc, through
+    the node_modules/.bin or global symlink), or None when it is not that package's: a file
+    read, no subprocess."""
+    try:
+        package = Path(os.path.realpath(tsc)).parent.parent / "package.json"
+        meta = json.loads(package.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("name") != "typescript":
+        return None
+    version = meta.get("version")
+    return version if isinstance(version, str) else None
 
 
 @functools.cache

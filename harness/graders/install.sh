@@ -23,7 +23,13 @@ needs() {
 
 APT=$(needs apt)
 EXTRAS=$(needs extras)
-echo "gpu-katas: the katas need apt packages [${APT}] and pip extras [${EXTRAS}]"
+NPM=$(needs npm)
+if command -v node >/dev/null; then
+  # A node of the image's own (NodeSource's, GitHub's runners') stays: Debian's npm conflicts
+  # with NodeSource's nodejs, and the probe checks the version.
+  APT=$(printf '%s\n' $APT | grep -vxE 'nodejs|npm' | paste -sd' ' - || true)
+fi
+echo "gpu-katas: the katas need apt packages [${APT}], pip extras [${EXTRAS}] and npm packages [${NPM}]"
 PYTHONPATH="$SOURCE" "$PY" -m harness.capabilities needs "$SOURCE" --katas "${KATA_KATAS:-}"
 
 if [ -n "$APT" ]; then
@@ -47,3 +53,14 @@ else
 fi
 run "${PIP[@]}" install -q --upgrade pip
 run "${PIP[@]}" install -q -e "$SOURCE${EXTRAS:+[$EXTRAS]}"
+
+if [ -n "$NPM" ]; then
+  # The versions the course's package-lock.json pins, into SOURCE/node_modules (the probe looks
+  # there for tsc); only the npm registry is contacted.
+  if command -v npm >/dev/null || [ "${KATA_INSTALL_DRY_RUN:-}" = 1 ]; then
+    run npm ci --prefix "$SOURCE" --no-audit --no-fund --loglevel=error
+  else
+    echo "gpu-katas: npm is missing, so $NPM cannot be installed: the tasks that need them" \
+      "will make graded runs an error until the image has them" >&2
+  fi
+fi

@@ -36,7 +36,7 @@ DEVELOPER_ONLY = (
     "grading/",
 )
 _NEVER = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", RESULTS_DIR, "build",
-          "dist", ".ruff_cache", ".whl"}  # fmt: skip
+          "dist", ".ruff_cache", ".whl", "node_modules"}  # fmt: skip
 
 
 class PublishError(Exception):

@@ -72,15 +72,18 @@ def test_the_instructors_sentence() -> None:
     assert text.endswith("; 50.0 points of vector-add and 12.5 points of transpose were not graded")
 
 
-@pytest.mark.parametrize("name", ["cargo", "busybox", "valgrind"])
+@pytest.mark.parametrize("name", ["cargo", "busybox", "valgrind", "node"])
 def test_the_sentence_says_the_gpu_tier_image_lacks_it(name: str) -> None:
     from harness.capabilities import GPU_IMAGE_LACKS, main
 
     assert name in GPU_IMAGE_LACKS
     text = missing_sentence(name, {"k": 30.0})
     assert text.startswith(f"this grader has no {name}: {INSTALL[name].advice}; ")
-    assert "the gpu-tier image has no Rust, bpftrace, busybox, promtool or valgrind" in text
-    assert "KATA_OPTIONAL=bpftrace,busybox,cargo,promtool,valgrind" in text
+    assert (
+        "the gpu-tier image has no Rust, bpftrace, busybox, Node.js/TypeScript, promtool or valgrind"
+        in text
+    )
+    assert "KATA_OPTIONAL=bpftrace,busybox,cargo,node,promtool,valgrind" in text
     assert text.endswith("; 30.0 points of k were not graded")
     assert "gpu-tier image" not in missing_sentence("nvcc", {"k": 1.0}), "it has the toolkit"
     assert main(["gpu-image-optional"]) == 0
@@ -90,7 +93,7 @@ def test_the_gpu_image_optional_list_is_printed(capsys) -> None:
     from harness.capabilities import main
 
     main(["gpu-image-optional"])
-    assert capsys.readouterr().out.strip() == "bpftrace,busybox,cargo,promtool,valgrind"
+    assert capsys.readouterr().out.strip() == "bpftrace,busybox,cargo,node,promtool,valgrind"
 
 
 def _run(*task_outcomes: tuple[int, list[tuple[str, str]]]) -> RunResult:
