@@ -371,6 +371,81 @@ def test_collect_stable(
     assert a == b, f"collect changed with the MHz and the order of flags, NICs, disks:\n{a}\n{b}"
 
 
+ARM_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs".split()
+
+
+CPUINFO_KINDS = ["no-flags", "arm-features", "arm-model-features", "no-model", "several"]
+
+
+def cpuinfo_variant(F: Any, r: random.Random, kind: str) -> tuple[str, str | None]:
+    """A /proc/cpuinfo of `kind` as kernels really write it, which fakeroot never writes: (its
+    text, the cpu value by the README's rule: the first `model name` line and the first `flags`
+    line, '<model>|' without a flags line, absent without a model name)."""
+    model = r.choice(F.MODELS)
+    if kind == "arm-model-features":
+        model = f"ARMv{r.choice([7, 8])} Processor rev {r.randrange(6)} (v{r.choice([7, 8])}l)"
+    flags = r.sample(F.FLAGS, r.randint(3, 12))
+    blocks, want = [], None
+    for i in range(r.randint(1, 4) if kind != "several" else r.randint(2, 6)):
+        lines = [f"processor\t: {i}"]
+        if kind.startswith("arm"):
+            if kind == "arm-model-features":  # 32-bit ARM kernels name the model, never "flags"
+                lines.append(f"model name\t: {model}")
+            lines += [
+                "BogoMIPS\t: 50.00",
+                f"Features\t: {' '.join(ARM_FEATURES)}",  # ARM's flags line: not `flags`
+                "CPU implementer\t: 0x41",
+                "CPU architecture: 8",
+                "CPU part\t: 0xd0c",
+            ]
+            want = f"{norm(model)}|" if kind == "arm-model-features" else None
+        elif kind == "several":  # a hybrid part: later processors name another model and flags
+            m_i = model if i == 0 else r.choice([x for x in F.MODELS if x != model])
+            f_i = flags if i == 0 else r.sample(F.FLAGS, r.randint(3, 12))
+            lines += [
+                "vendor_id\t: GenuineIntel",
+                f"model name\t: {m_i}",
+                f"cpu MHz\t\t: {r.uniform(800, 4000):.3f}",
+                f"flags\t\t: {' '.join(f_i)}",
+                f"vmx flags\t: {' '.join(r.sample(['vnmi', 'ept', 'vpid', 'tsc_offset'], 2))}",
+            ]
+            want = f"{norm(model)}|{' '.join(sorted(set(flags)))}"
+        elif kind == "no-flags":  # an emulator or an old kernel: a model name, no flags line
+            lines += [
+                "vendor_id\t: GenuineIntel",
+                f"model name\t: {model}",
+                "cpu MHz\t\t: 2000.000",
+            ]
+            want = f"{norm(model)}|"
+        else:  # flags but no model name line: absent, whatever the flags
+            lines += ["vendor_id\t: AuthenticAMD", f"flags\t\t: {' '.join(flags)}"]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks) + "\n", want
+
+
+@pytest.mark.kata_gate(
+    "collect's cpu is not '<first model name>|<first flags line>' of a /proc/cpuinfo without a flags line, with ARM's Features, several processors or no model name"
+)
+def test_collect_cpuinfo_variants(
+    lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
+) -> None:
+    F, r = fakeroot, kata_random
+    for i, kind in enumerate(r.sample(CPUINFO_KINDS, 5) + r.choices(CPUINFO_KINDS, k=3)):
+        m = F.random_machine(r)
+        root = tree(F, m, tmp_path, f"c{i}")
+        text, cpu = cpuinfo_variant(F, r, kind)
+        (root / "proc/cpuinfo").write_text(text)
+        want = sorted(
+            [c for c in expected(m) if c[0] != "cpu"] + ([("cpu", cpu)] if cpu else []),
+            key=lambda c: (ORDER.index(c[0]), c[1]),
+        )
+        got = lib.collect(root)
+        assert got == want, (
+            f"collect on a machine whose /proc/cpuinfo is {kind}:\nexpected {want}\n"
+            f"     got {got}\ncpuinfo:\n{text}"
+        )
+
+
 def test_collect_no_panic_on_odd_files(
     lib: Any, fakeroot: Any, kata_random: random.Random, tmp_path: Path
 ) -> None:
