@@ -55,12 +55,13 @@ INSTALL: dict[str, Install] = {
         apt=("prometheus",), advice="install promtool (apt-get install prometheus)"
     ),
     "gdb": Install(apt=("gdb",), advice="install gdb (apt-get install gdb)"),
-    # Node.js (Debian 12's nodejs is 18; the entry points skip the apt packages where a node is
-    # already on PATH, e.g. NodeSource's, whose nodejs conflicts with Debian's npm) and tsc.
+    # Node.js >= 20.15 (Debian 13's nodejs; the entry points skip the apt packages where a node
+    # is already on PATH, e.g. NodeSource's, whose nodejs conflicts with Debian's npm) and tsc.
     "node": Install(
         apt=("nodejs", "npm"),
         npm=("typescript",),
-        advice="install Node.js >= 18 and npm (apt-get install nodejs npm) and the pinned "
+        advice="install Node.js >= 20.15 and npm (apt-get install nodejs npm on Debian 13, else "
+        "NodeSource's) and the pinned "
         "TypeScript (npm ci in the course repository)",
     ),
     "strace": Install(apt=("strace",), advice="install strace (apt-get install strace)"),

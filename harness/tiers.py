@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ _TOOLS = {
     "gdb": "gdb",
     "strace": "strace",
     "bpftrace": "bpftrace",  # eBPF tracing (phase 10): on PATH *and* allowed by the kernel
-    "node": "node",  # Node.js >= 18 *and* a tsc of the typescript npm package (phase 12's CLI)
+    "node": "node",  # Node.js >= 20.15 *and* a tsc of the typescript npm package (phase 12's CLI)
 }
 
 
@@ -269,13 +270,20 @@ def _cached_run(name: str, path: Path, run: Any) -> str | None:
     return why
 
 
-MIN_NODE = 18  # the oldest Node.js still maintained when phase 12 was written; fetch is global
+# Node.js 20.15 (and 22.2) brought --disable-wasm-trap-handler: without it fetch (undici's wasm
+# HTTP parser reserves ~10 GiB of address space) fails under the sandbox's RLIMIT_AS.
+MIN_NODE = (20, 15)
 MIN_TYPESCRIPT = 5
 
 
 def _major(version: str) -> int | None:
     head = version.strip().lstrip("v").split(".", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def _node_version(text: str) -> tuple[int, int] | None:
+    m = re.match(r"v?(\d+)\.(\d+)\.", text.strip())
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def _probe_node(path: Path) -> str | None:
@@ -291,11 +299,12 @@ def _probe_node(path: Path) -> str | None:
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"node could not run here: {e}"
-        major = _major(out.stdout) if out.returncode == 0 else None
-        if major is None:
+        version = _node_version(out.stdout) if out.returncode == 0 else None
+        if version is None:
             return f"{path} --version said {(out.stdout + out.stderr).strip()[:100]!r}, not a Node.js version"
-        if major < MIN_NODE:
-            return f"node {out.stdout.strip()} is too old (the CLI needs Node.js >= {MIN_NODE}): {_advice('node')}"
+        if version < MIN_NODE:
+            need = ".".join(map(str, MIN_NODE))
+            return f"node {out.stdout.strip()} is too old (the CLI needs Node.js >= {need}): {_advice('node')}"
         return None
 
     why = _cached_run("node", path, run)

@@ -78,8 +78,8 @@ _ADVICE: dict[str, str] = {
     "strace": "install strace: `apt-get install -y strace`",
     "bpftrace": "install bpftrace: `apt-get install -y bpftrace` (it also needs root, or CAP_BPF "
     "and CAP_PERFMON, and tracefs: a container usually refuses it)",
-    "node": "install Node.js >= 18: `apt-get install -y nodejs npm` (Debian 12 has 18), or a "
-    "release from https://nodejs.org",
+    "node": "install Node.js >= 20.15: `apt-get install -y nodejs npm` (Debian 13 has 20.19; "
+    "Debian 12 and Ubuntu 24.04 have 18: take NodeSource's or a release from https://nodejs.org)",
     "tsc": "install TypeScript from npm: `npm ci` in the repository root (the pinned typescript "
     "of its package.json, into ./node_modules), or `npm install -g typescript@5`",
     "cargo": "install Rust with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 "

@@ -1,4 +1,4 @@
-"""The `node` capability (phase 12's TypeScript CLI): Node.js >= 18 and a tsc of the `typescript`
+"""The `node` capability (phase 12's TypeScript CLI): Node.js >= 20.15 and a tsc of the `typescript`
 npm package, found on PATH or in the repository's node_modules/ after `npm ci`; how graders and
 CI install it (the root package.json pins typescript; install.sh runs `npm ci`)."""
 
@@ -51,20 +51,22 @@ def _tsc(tmp: Path, name: str, version: str) -> Path:
     return link
 
 
-def test_node_needs_version_18_or_later(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_node_needs_version_20_15_or_later(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """20.15 brought --disable-wasm-trap-handler, without which fetch fails under RLIMIT_AS."""
     monkeypatch.setenv("KATA_TOOL_TSC", str(_tsc(fresh, "typescript", "5.9.3")))
-    old = tiers._probe_node(_node(fresh, "v16.20.2"))
-    assert old is not None and "node v16.20.2 is too old" in old and ">= 18" in old, old
-    assert "apt-get install -y nodejs npm" in old, "the sentence says how to get a newer one"
-    assert tiers._probe_node(_node(fresh, "v18.19.0")) is None
-    assert tiers._probe_node(_node(fresh, "v20.20.2")) is None
+    for version in ("v16.20.2", "v18.19.0", "v20.14.0"):
+        old = tiers._probe_node(_node(fresh, version))
+        assert old is not None and f"node {version} is too old" in old and ">= 20.15" in old, old
+        assert "apt-get install -y nodejs npm" in old, "the sentence says how to get a newer one"
+    for version in ("v20.15.0", "v20.20.2", "v22.2.0", "v24.1.0"):
+        assert tiers._probe_node(_node(fresh, version)) is None, version
     garbage = _node(fresh, "hello")
     why = tiers._probe_node(garbage)
     assert why is not None and "not a Node.js version" in why, why
 
 
 def test_node_needs_the_typescript_packages_tsc(fresh: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    node = _node(fresh, "v20.1.0")
+    node = _node(fresh, "v20.18.0")
     monkeypatch.setenv("PATH", str(fresh / "empty"))  # no tsc on PATH
     monkeypatch.chdir(fresh)  # no repository around the working directory
     monkeypatch.setattr(toolchain, "_node_modules_bins", lambda: [])
@@ -88,13 +90,13 @@ def test_the_node_version_is_asked_once_per_binary(fresh: Path, monkeypatch: pyt
     monkeypatch.setenv("KATA_TOOL_TSC", str(_tsc(fresh, "typescript", "5.9.3")))
     runs = fresh / "runs"
     node = fresh / "node"
-    node.write_text(f"#!/bin/sh\necho run >> {runs}\necho v20.0.0\n")
+    node.write_text(f"#!/bin/sh\necho run >> {runs}\necho v22.0.0\n")
     node.chmod(0o755)
     assert tiers._probe_node(node) is None and tiers._probe_node(node) is None
     assert runs.read_text() == "run\n", "the second probe used the kept answer"
-    node.write_text(f"#!/bin/sh\necho run >> {runs}\necho v17.9.1\n# another build\n")
+    node.write_text(f"#!/bin/sh\necho run >> {runs}\necho v20.9.1\n# another build\n")
     why = tiers._probe_node(node)
-    assert why is not None and "v17.9.1 is too old" in why and runs.read_text() == "run\nrun\n"
+    assert why is not None and "v20.9.1 is too old" in why and runs.read_text() == "run\nrun\n"
 
 
 def test_tsc_is_found_in_the_repositorys_node_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
@@ -124,7 +126,7 @@ def test_the_probe_names_node_with_a_reason_when_it_is_missing(monkeypatch: pyte
     monkeypatch.setattr(tiers, "_probe_gpu", lambda: "no gpu")
     caps = tiers.probe()
     assert not caps.has("node")
-    assert caps.why_not("node").startswith("node was not found: install Node.js >= 18"), caps.why_not("node")  # fmt: skip
+    assert caps.why_not("node").startswith("node was not found: install Node.js >= 20.15"), caps.why_not("node")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- installing it
@@ -197,3 +199,46 @@ def test_ci_installs_typescript_with_npm_ci() -> None:
     text = (ROOT / ".ci" / "run").read_text()
     assert "npm ci" in text and "apt-get install -y -qq nodejs npm" in text
     assert "node_modules/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+# --------------------------------------------------------------------------- building with tsc
+def _has_node() -> bool:
+    return tiers.probe().has("node")
+
+
+@pytest.mark.skipif(not _has_node(), reason="needs the node capability (Node.js and tsc)")
+def test_build_typescript_compiles_into_the_cache_and_reports_errors(tmp_path: Path) -> None:
+    from harness.native.build import BuildError
+    from harness.native.cache import ArtefactCache
+    from harness.native.typescript import build_typescript, node_command, trim_tsc_output
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    config = project / "tsconfig.json"
+    config.write_text(json.dumps({"compilerOptions": {
+        "target": "ES2022", "module": "commonjs", "strict": True, "types": [],
+        "lib": ["ES2022"], "rootDir": "src", "outDir": "dist"}}))  # fmt: skip
+    (project / "src" / "env.d.ts").write_text("declare const console: { log(x: unknown): void };\n")
+    main = project / "src" / "main.ts"
+    main.write_text("const n: number = 6 * 7;\nconsole.log(n);\n")
+    cache = ArtefactCache(tmp_path / "cache")
+    sources = [main, project / "src" / "env.d.ts"]
+    built = build_typescript(config, sources, cache=cache)
+    assert built.compiled and built.kind == "tsc" and built.path.name == "dist"
+    assert not (project / "dist").exists(), "the build never writes into the source tree"
+    out = subprocess.run([*node_command(), str(built.path / "main.js")], capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    assert out.stdout == "42\n"
+    again = build_typescript(config, sources, cache=cache)
+    assert not again.compiled and again.path == built.path, "the same inputs come from the cache"
+
+    main.write_text('const n: number = "forty-two";\nconsole.log(n);\n')
+    with pytest.raises(BuildError) as err:
+        build_typescript(config, sources, cache=cache)
+    assert str(err.value).startswith("src/main.ts(1,7): error TS2322:"), str(err.value)
+    assert str(tmp_path) not in str(err.value), "paths are shown relative to the project"
+    log = "src/a.ts(1,1): error TS1: one\n  more\nwarning\nsrc/b.ts(2,2): error TS2: two\n"
+    assert (
+        trim_tsc_output(log)
+        == "src/a.ts(1,1): error TS1: one\n  more\nsrc/b.ts(2,2): error TS2: two"
+    )
