@@ -31,7 +31,9 @@ def render(snapshot: Snapshot) -> str:
 class Exporter:
     """Reads every GPU through `nvml` (an nvml_sim.SimNVML or the pynvml module: call only
     pynvml's names on it). Set up here what lasts: nvmlInit, the devices' handles, UUIDs and
-    names, one XID event set per GPU (an event set only sees events after it is registered)."""
+    names, one XID event set per GPU (an event set only sees events after it is registered).
+    A GPU whose calls fail already here (off the bus before the exporter started) must not stop
+    it: that GPU is down in each scrape (uuid and name "" while unknown) until NVML answers."""
 
     def __init__(self, nvml: Any) -> None:
         todo("Exporter.__init__")

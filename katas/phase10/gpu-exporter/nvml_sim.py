@@ -33,7 +33,9 @@ they are events, read from an event set (`nvmlEventSetCreate`, `nvmlDeviceRegist
 nvmlEventTypeXidCriticalError, set)`, `nvmlEventSetWait_v2(set, timeout_ms)`, which raises
 NVMLError_Timeout when no event is pending; `.eventData` of an event is the XID number).
 A call on a device that does not support it raises NVMLError_NotSupported (a GeForce card has no
-ECC); every call on a GPU that fell off the bus (XID 79) raises NVMLError_GpuIsLost.
+ECC); every call on a GPU that fell off the bus (XID 79) raises NVMLError_GpuIsLost, and a
+GPU can fail with other errors too (NVMLError_Unknown, _Timeout, _ResetRequired, ...: SimGpu's
+`lost_error`), which mean the same for an exporter: that GPU cannot be read now.
 """
 
 from __future__ import annotations
@@ -84,8 +86,20 @@ class NVMLError_Timeout(NVMLError):  # noqa: N801
     value = 10
 
 
+class NVMLError_IrqIssue(NVMLError):  # noqa: N801
+    value = 11
+
+
+class NVMLError_CorruptedInforom(NVMLError):  # noqa: N801
+    value = 14
+
+
 class NVMLError_GpuIsLost(NVMLError):  # noqa: N801
     value = 15
+
+
+class NVMLError_ResetRequired(NVMLError):  # noqa: N801
+    value = 16
 
 
 class NVMLError_Unknown(NVMLError):  # noqa: N801
@@ -98,7 +112,10 @@ _MESSAGES = {
     3: "Not Supported",
     6: "Not Found",
     10: "Timeout",
+    11: "Interrupt request issue",
+    14: "Corrupted infoROM",
     15: "GPU is lost",
+    16: "GPU requires reset",
     999: "Unknown Error",
 }
 
@@ -153,7 +170,8 @@ class SimGpu:
     ecc_aggregate: list[int] = field(default_factory=lambda: [0, 0])
     processes: list[SimProcess] = field(default_factory=list)
     unsupported: set[str] = field(default_factory=set)  # e.g. {"ecc", "power", "processes"}
-    lost: bool = False
+    lost: bool = False  # every call on it fails (with `lost_error`), handles included
+    lost_error: type[NVMLError] = NVMLError_GpuIsLost
 
 
 class _Handle:
@@ -195,13 +213,17 @@ class SimNVML:
     NVMLError_NotSupported = NVMLError_NotSupported
     NVMLError_NotFound = NVMLError_NotFound
     NVMLError_Timeout = NVMLError_Timeout
+    NVMLError_IrqIssue = NVMLError_IrqIssue
+    NVMLError_CorruptedInforom = NVMLError_CorruptedInforom
     NVMLError_GpuIsLost = NVMLError_GpuIsLost
+    NVMLError_ResetRequired = NVMLError_ResetRequired
     NVMLError_Unknown = NVMLError_Unknown
 
     def __init__(self, gpus: list[SimGpu], driver_version: str = "550.90.07") -> None:
         self.gpus = gpus
         self.driver_version = driver_version
         self.calls: Counter[tuple[str, int | None]] = Counter()
+        self.waited_ms = 0  # how long nvmlEventSetWait_v2 blocked, in all (the driver's clock)
         self._lock = threading.RLock()
         self._inits = 0
         self._sets: list[_EventSet] = []
@@ -217,10 +239,15 @@ class SimNVML:
                     s.pending.append((index, xid))
             if xid == 79:  # fallen off the bus: every later call fails
                 self.gpus[index].lost = True
+                self.gpus[index].lost_error = NVMLError_GpuIsLost
 
-    def lose(self, index: int, after_calls: int = 0) -> None:
-        """Device `index` falls off the bus after `after_calls` more calls on it."""
+    def lose(
+        self, index: int, after_calls: int = 0, error: type[NVMLError] = NVMLError_GpuIsLost
+    ) -> None:
+        """Device `index` fails after `after_calls` more calls on it: every call on it then
+        raises `error` (GpuIsLost: off the bus; Unknown, Timeout, ...: other failures)."""
         with self._lock:
+            self.gpus[index].lost_error = error
             if after_calls <= 0:
                 self.gpus[index].lost = True
             else:
@@ -260,7 +287,7 @@ class SimNVML:
                 self.gpus[i].lost = True
         g = self.gpus[i]
         if g.lost:
-            raise NVMLError_GpuIsLost()
+            raise g.lost_error()
         if what is not None and what in g.unsupported:
             raise NVMLError_NotSupported()
         return g
@@ -290,6 +317,8 @@ class SimNVML:
             self._count("nvmlDeviceGetHandleByIndex", None)
             if not isinstance(index, int) or not 0 <= index < len(self.gpus):
                 raise NVMLError_InvalidArgument()
+            if self.gpus[index].lost:  # NVML documents GPU_IS_LOST here too
+                raise self.gpus[index].lost_error()
             return _Handle(index)
 
     def nvmlDeviceGetIndex(self, handle: Any) -> int:  # noqa: N802

@@ -121,22 +121,34 @@ def render(snapshot: Snapshot) -> str:
 class Exporter:
     """Reads every GPU once per collect(). Identity (handle, UUID, name) and the XID event sets
     are set up once, here: NVML enumerates the devices at init, and an event set only sees the
-    events after its registration."""
+    events after its registration. A GPU that cannot be read at start (off the bus already) is
+    set up at the first scrape that reaches it."""
 
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
         nvml.nvmlInit()
         self._lock = threading.Lock()
-        self.gpus: list[tuple[Any, str, str]] = []  # handle, uuid, name
-        self.event_sets: list[Any] = []  # one per GPU that supports XID events (None if not)
-        self.xids: list[dict[int, int]] = []
+        n = nvml.nvmlDeviceGetCount()
+        self.gpus: list[tuple[Any, str, str] | None] = [None] * n  # handle, uuid, name
+        self.event_sets: list[Any] = [None] * n  # one per GPU that supports XID events
+        self.xids: list[dict[int, int]] = [{} for _ in range(n)]
         self.scrape_errors = 0
-        for i in range(nvml.nvmlDeviceGetCount()):
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
-            uuid, name = nvml.nvmlDeviceGetUUID(h), nvml.nvmlDeviceGetName(h)
-            self.gpus.append((h, as_str(uuid), as_str(name)))
-            self.xids.append({})
-            self.event_sets.append(self._xid_events(h))
+        for i in range(n):
+            self._identify(i)
+
+    def _identify(self, i: int) -> tuple[Any, str, str] | None:
+        """GPU i's handle, UUID and name, read (and its XID events registered) the first time
+        NVML answers for it; None while it does not."""
+        if self.gpus[i] is None:
+            nvml = self.nvml
+            try:
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                uuid, name = nvml.nvmlDeviceGetUUID(h), nvml.nvmlDeviceGetName(h)
+            except nvml.NVMLError:
+                return None
+            self.gpus[i] = (h, as_str(uuid), as_str(name))
+            self.event_sets[i] = self._xid_events(h)
+        return self.gpus[i]
 
     def _xid_events(self, h: Any) -> Any:
         """An event set registered for this GPU's XIDs, or None where NVML has none for it (a
@@ -212,8 +224,14 @@ class Exporter:
         partial readings are dropped), the others are complete."""
         with self._lock:  # concurrent scrapes: the counters are shared state
             gpus = []
-            for i, (h, uuid, name) in enumerate(self.gpus):
+            for i in range(len(self.gpus)):
                 self._drain(i)
+                ident = self._identify(i)
+                if ident is None:  # lost since the exporter started: no identity to show yet
+                    self.scrape_errors += 1
+                    gpus.append(Gpu(index=i, uuid="", name="", up=False))
+                    continue
+                h, uuid, name = ident
                 g = Gpu(index=i, uuid=uuid, name=name)
                 try:
                     self._read(g, h)

@@ -150,6 +150,12 @@ def test_collect_lost_gpu(sim: Any, make_exporter: Any) -> None:
     assert s.gpus[0].uuid == H100, "a down GPU keeps its identity"
     assert s.gpus[1].up and s.gpus[1].power_watts == pytest.approx(21.05), "GPU 1 is read as usual"
     assert s.scrape_errors == 1, "one failed read"
+    nvml.reset(0)  # GPU 0 is back; GPU 1 fails otherwise (any NVMLError but NotSupported)
+    nvml.lose(1, error=sim.NVMLError_Unknown)
+    s = e.collect()
+    assert s.gpus[0].up and s.gpus[0].power_watts == pytest.approx(612.345), "GPU 0 is back"
+    assert not s.gpus[1].up and s.gpus[1].uuid == RTX, "NVMLError_Unknown: GPU 1 is down"
+    assert s.scrape_errors == 2, "one more failed read"
 
 
 def test_collect_reads_once(sim: Any, make_exporter: Any) -> None:

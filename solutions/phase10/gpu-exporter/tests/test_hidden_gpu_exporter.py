@@ -51,6 +51,20 @@ NASTY = [
 ]
 TOTALS = [4 * 2**30, 16 * 2**30, 24 * 2**30, 40 * 2**30, 80 * 2**30, 85_899_345_920, 141 * 2**30]
 READINGS = ("utilization", "temperature", "power", "clock", "ecc", "processes")
+# How a GPU fails besides NotSupported: off the bus, and what a driver hiccup returns instead.
+FAILURES = (
+    "NVMLError_GpuIsLost",
+    "NVMLError_Unknown",
+    "NVMLError_Timeout",
+    "NVMLError_ResetRequired",
+    "NVMLError_CorruptedInforom",
+    "NVMLError_IrqIssue",
+)
+
+
+def failure(r: random.Random, sim: Any) -> Any:
+    """An NVMLError class a failing GPU raises on every call."""
+    return getattr(sim, r.choice(FAILURES))
 
 
 def edge(r: random.Random, lo: int, hi: int) -> int:
@@ -99,6 +113,7 @@ def describe(nvml: Any) -> str:
     return "; ".join(
         f"GPU {i}: {g.name!r}, util {g.util_gpu}%, {g.power_mw} mW, {g.sm_clock_mhz} MHz, "
         f"unsupported {sorted(g.unsupported)}, lost {g.lost}"
+        + (f" ({g.lost_error.__name__})" if g.lost else "")
         for i, g in enumerate(nvml.gpus)
     )
 
@@ -440,8 +455,15 @@ def test_collect_random_fleets(sim: Any, make_exporter: Any) -> None:
     for _ in range(12):
         nvml = random_fleet(r, sim)
         e = make_exporter(nvml)
+        # some GPUs fail during the scrape, with any NVMLError but NotSupported
+        failed = [i for i in range(len(nvml.gpus)) if r.random() < 0.2]
+        for i in failed:
+            nvml.lose(i, after_calls=r.randint(0, 6), error=failure(r, sim))
         want = scrape_truth(nvml, [{} for _ in nvml.gpus])
-        check_snapshot(e.collect(), want, 0, f"a random fleet ({describe(nvml)})")
+        for i in failed:
+            want[i] = truth(nvml.gpus[i], i, {}, up=False)
+        s = e.collect()
+        check_snapshot(s, want, len(failed), f"a random fleet ({describe(nvml)})")
 
 
 @pytest.mark.kata_gate(
@@ -454,12 +476,14 @@ def test_collect_hidden_lost_gpus(sim: Any, make_exporter: Any) -> None:
         nvml = random_fleet(r, sim)
         e = make_exporter(nvml)
         lost = r.sample(range(len(nvml.gpus)), r.randint(1, len(nvml.gpus)))
+        errors = {i: failure(r, sim) for i in lost}
         for i in lost:
-            nvml.lose(i, after_calls=r.randint(0, 6))
+            nvml.lose(i, after_calls=r.randint(0, 6), error=errors[i])
         want = scrape_truth(nvml, [{} for _ in nvml.gpus])
         for i in lost:
             want[i] = truth(nvml.gpus[i], i, {}, up=False)
-        where = f"a fleet whose GPUs {sorted(lost)} fall off the bus during the scrape"
+        fails = ", ".join(f"{i}: {errors[i].__name__}" for i in sorted(lost))
+        where = f"a fleet whose GPUs fail during the scrape ({fails})"
         check_snapshot(e.collect(), want, len(lost), where)
         check_snapshot(e.collect(), want, 2 * len(lost), where + ", scraped again")
         for i in lost:  # nvidia-smi -r: the GPUs are back, and read again
@@ -522,6 +546,28 @@ def test_collect_hidden_one_read_each(sim: Any, make_exporter: Any) -> None:
                 )
 
 
+def test_collect_gpu_failed_before_start(sim: Any, make_exporter: Any) -> None:
+    r = random_for()
+    for _ in range(4):
+        nvml = random_fleet(r, sim, n=r.randint(2, 8))
+        dead = sorted(r.sample(range(len(nvml.gpus)), r.randint(1, len(nvml.gpus) - 1)))
+        for i in dead:
+            nvml.lose(i, error=failure(r, sim))
+        where = (
+            f"a fleet whose GPUs {dead} fail every call from before Exporter() ({describe(nvml)})"
+        )
+        e = make_exporter(nvml)
+        for k in (1, 2):
+            want = scrape_truth(nvml, [{} for _ in nvml.gpus])
+            for i in dead:  # its identity may be unknown yet: any uuid and name
+                del want[i]["uuid"], want[i]["name"]
+            check_snapshot(e.collect(), want, k * len(dead), f"{where}, scrape {k}")
+        for i in dead:  # nvidia-smi -r: the GPUs are back, and read in full
+            nvml.reset(i)
+        want = scrape_truth(nvml, [{} for _ in nvml.gpus])
+        check_snapshot(e.collect(), want, 2 * len(dead), f"{where}, then reset and scraped")
+
+
 def test_collect_processes_that_exit(sim: Any, make_exporter: Any) -> None:
     r = random_for()
     nvml = random_fleet(r, sim, n=2)
@@ -552,6 +598,8 @@ def test_collect_close_releases_nvml(sim: Any, exp: Any) -> None:
     for _ in range(3):
         nvml = random_fleet(r, sim)
         e = exp.Exporter(nvml)
+        # close with a GPU down (failing otherwise than off the bus)
+        nvml.lose(r.randrange(len(nvml.gpus)), error=getattr(sim, r.choice(FAILURES[1:])))
         e.collect()
         e.close()
         kept = [s for s in nvml._sets if not s.freed]
@@ -592,7 +640,7 @@ def test_counters_hidden_random_histories(sim: Any, make_exporter: Any) -> None:
                 if r.random() < 0.2:
                     nvml.reset(i)
                 elif r.random() < 0.1:
-                    nvml.lose(i)
+                    nvml.lose(i, error=failure(r, sim))
             want = scrape_truth(nvml, xids)
             errors += sum(1 for w in want if not w["up"])
             where = f"step {step} of a history of XIDs, ECC errors, resets and lost GPUs"
@@ -720,7 +768,7 @@ def test_serve_random_fleets_over_http(
                 xids[i][48] = 1
         lost = [i for i in range(len(nvml.gpus)) if r.random() < 0.25]
         for i in lost:
-            nvml.lose(i, after_calls=r.randint(0, 6))
+            nvml.lose(i, after_calls=r.randint(0, 6), error=failure(r, sim))
         want = scrape_truth(nvml, xids)
         for i in lost:
             want[i] = truth(nvml.gpus[i], i, xids[i], up=False)
