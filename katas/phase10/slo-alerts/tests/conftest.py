@@ -50,6 +50,8 @@ class Story:
     notes: dict[tuple[str, int], str] = field(default_factory=dict)
     # a check's plain query (what the learner's rules give), for the failure message
     plain: dict[tuple[str, int], str] = field(default_factory=dict)
+    # a ratio check's accepted values, to say how far off the learner's value is
+    wants: dict[tuple[str, int], list[float]] = field(default_factory=dict)
 
     def add(self, expr: str, minute: int, samples: list[dict[str, Any]], note: str) -> None:
         self.checks.append({"expr": expr, "eval_time": f"{minute}m", "exp_samples": samples})
@@ -76,7 +78,8 @@ class Story:
         )
         expr = f"clamp_max({terms}, 1)"
         self.plain[(expr, minute * 60)] = got
-        want = " or ".join(f"{w:.6g}" for w in dict.fromkeys(wants))
+        self.wants[(expr, minute * 60)] = list(wants)
+        want = " or ".join(f"{w:.10g}" for w in dict.fromkeys(wants))
         self.add(
             expr,
             minute,
@@ -90,6 +93,24 @@ class Story:
             "input_series": self.series,
             "promql_expr_test": self.checks,
         }
+
+
+def _off(wants: list[float], got: str) -> str:
+    """How far promtool's value ('{slo="x"} 2.0006E-02') is from the nearest accepted one."""
+    import math
+    import re
+
+    m = re.search(r"\}\s*(\S+)\s*$", got)
+    try:
+        value = float(m.group(1)) if m else math.nan
+    except ValueError:
+        value = math.nan
+    near = [w for w in wants if not math.isnan(w)]
+    if math.isnan(value) or not near:
+        return ""
+    w = min(near, key=lambda x: abs(value - x))
+    rel = f", {abs(value - w) / abs(w):.2g} relative" if w else ""
+    return f"; off by {value - w:+.3g}{rel}"
 
 
 def _seconds(go: str) -> int:
@@ -114,14 +135,18 @@ class Lab:
         if ok:
             return []
         notes: dict[tuple[str, int], str] = {}
+        wants: dict[tuple[str, int], list[float]] = {}
         for s in stories:
             notes.update(s.notes)
+            wants.update(s.wants)
         failed = [(e, _seconds(w), got) for e, w, _exp, got in self.promtool.failures(out)]
         values = self._values(rules, stories, failed, evaluation_interval)
         said = []
         for expr, when, got in failed:
             note = notes.get((expr, when), f"{expr} at {when} s")
-            said.append(f"{note} (promtool got: {values.get((expr, when), got) or 'nothing'})")
+            value = values.get((expr, when), got) or "nothing"
+            off = _off(wants.get((expr, when), []), value)
+            said.append(f"{note} (promtool got: {value}{off})")
         return said or [f"promtool test rules failed:\n{out[-2000:]}"]
 
     def _values(
