@@ -119,7 +119,8 @@ def simulate(
     if decoys and slo.selector:
         key = rnd.choice(sorted(slo.selector))
         other = {**slo.selector, key: slo.selector[key] + rnd.choice(["-canary", "-batch", "2"])}
-        other["instance"] = "10.1.0.9:8000"
+        # drawn like the replicas' own instances: only the selector tells the neighbour apart
+        other["instance"] = f"10.0.{rnd.randint(0, 255)}.{rnd.randint(10, 9 + instances)}:8000"
         runs = [(Phase(p.minutes, 0.5, p.load), max(1, round(rate * 0.3))) for p in phases]
         traffic.series += _series(slo, other, runs, step_s, rnd)
     return traffic
