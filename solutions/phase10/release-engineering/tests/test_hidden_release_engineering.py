@@ -545,34 +545,40 @@ def test_compat_any_build_on_any_node(compat: Any, release: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "compat.check orders driver versions or GPU architectures as text (535.104.05 is newer than "
-    "535.54.03, 570.124.06 than 570.26, sm_100 than sm_90)"
+    "compat.check gives another verdict than CUDA's rules on fixed builds and nodes: driver versions "
+    "and architectures compared as numbers (535.104.05 after 535.54.03, 570.124.06 after 570.26, "
+    "sm_100 after sm_90), a build with new APIs on an older driver of its major, minor-version "
+    "compatibility of CUDA 11 and 13"
 )
 def test_compat_versions_are_numbers(compat: Any, release: Any) -> None:
     R = release
+    num = "driver versions compared as numbers"
+    arch = "architectures compared as numbers, a cubin only within its major"
     cases = [
-        (R.Build("a", "12.2.2", ("sm_90",)), R.Node("n", "535.104.05", "sm_90"), (True, R.OK)),
-        (R.Build("a", "12.2.0", ("sm_90",)), R.Node("n", "535.104.05", "sm_90"), (True, R.OK)),
-        (R.Build("a", "12.8.1", ("sm_90",)), R.Node("n", "570.26", "sm_90"), (True, R.OK_MINOR)),
+        (R.Build("a", "12.2.2", ("sm_90",)), R.Node("n", "535.104.05", "sm_90"), (True, R.OK), num),
+        (R.Build("a", "12.2.0", ("sm_90",)), R.Node("n", "535.104.05", "sm_90"), (True, R.OK), num),
+        (R.Build("a", "12.8.1", ("sm_90",)), R.Node("n", "570.26", "sm_90"), (True, R.OK_MINOR), num),
         (R.Build("a", "12.8.1", ("sm_90",), new_apis=True), R.Node("n", "570.26", "sm_90"),
-         (False, R.API_NEEDS_DRIVER)),
-        (R.Build("a", "12.8.0", (), ("compute_90",)), R.Node("n", "580.65.06", "sm_100"), (True, R.OK)),
+         (False, R.API_NEEDS_DRIVER), "new APIs need the toolkit's driver"),
+        (R.Build("a", "12.8.0", (), ("compute_90",)), R.Node("n", "580.65.06", "sm_100"), (True, R.OK), arch),
         (R.Build("a", "12.8.0", ("sm_100",)), R.Node("n", "580.65.06", "sm_90"),
-         (False, R.NO_KERNEL_IMAGE)),
+         (False, R.NO_KERNEL_IMAGE), arch),
         (R.Build("a", "12.8.0", (), ("compute_100",)), R.Node("n", "580.65.06", "sm_90"),
-         (False, R.NO_KERNEL_IMAGE)),
+         (False, R.NO_KERNEL_IMAGE), arch),
         (R.Build("a", "12.8.0", ("sm_90",)), R.Node("n", "580.65.06", "sm_100"),
-         (False, R.NO_KERNEL_IMAGE)),
-        (R.Build("a", "11.8.0", ("sm_80",)), R.Node("n", "450.80.02", "sm_86"), (True, R.OK_MINOR)),
+         (False, R.NO_KERNEL_IMAGE), arch),
+        (R.Build("a", "11.8.0", ("sm_80",)), R.Node("n", "450.80.02", "sm_86"), (True, R.OK_MINOR),
+         "minor-version compatibility of CUDA 11"),
         (R.Build("a", "13.0.1", ("sm_90",)), R.Node("n", "575.57.08", "sm_90"),
-         (False, R.DRIVER_TOO_OLD)),
-        (R.Build("a", "13.0.1", ("sm_90",)), R.Node("n", "580.65.06", "sm_90"), (True, R.OK_MINOR)),
-        (R.Build("a", "13.0.0", ("sm_90",)), R.Node("n", "580.100.1", "sm_90"), (True, R.OK)),
+         (False, R.DRIVER_TOO_OLD), "CUDA 13's floor"),
+        (R.Build("a", "13.0.1", ("sm_90",)), R.Node("n", "580.65.06", "sm_90"), (True, R.OK_MINOR),
+         "minor-version compatibility of CUDA 13"),
+        (R.Build("a", "13.0.0", ("sm_90",)), R.Node("n", "580.100.1", "sm_90"), (True, R.OK), num),
     ]  # fmt: skip
-    for build, node, want in cases:
+    for build, node, want, rule in cases:
         got = compat.check(build, node)
         assert (got.runs, got.reason) == want, (
-            f"compat.check({build}, {node}): expected {want}, got {got}"
+            f"compat.check({build}, {node}) ({rule}): expected {want}, got {got}"
         )
 
 
@@ -609,8 +615,8 @@ def test_compat_forward_compatibility(compat: Any, release: Any) -> None:
 
 
 @pytest.mark.kata_gate(
-    "compat.driver_version or min_driver accepts a string that is not a driver version or a "
-    "toolkit of the table"
+    "compat.driver_version, min_driver or needs_jit accepts a string that is not a driver "
+    "version, a toolkit of the table or a GPU architecture"
 )
 def test_compat_refuses_bad_input(compat: Any, release: Any) -> None:
     for bad in ["535", "535..1", "535.54.03.7", "r535", " 535.54.03", "535.54.03\n", "٥35.54.03"]:

@@ -632,3 +632,42 @@ def test_canary_minimum_is_enough(canary: Any, release: Any, scenarios: Any) -> 
             assert got == R.HOLD, (
                 f"canary.judge with {n} requests, {m} latencies, {short}: expected hold, got {got}"
             )
+
+
+@pytest.mark.kata_gate(
+    "canary.judge treats an effect exactly equal to its margin as above it (an error rate up by "
+    "exactly error_margin, a median up by exactly latency_margin: not worse by more than the margin)"
+)
+def test_canary_effect_at_the_margin(canary: Any, release: Any) -> None:
+    # Dyadic margins and counts keep every way of computing the effect exact in floats
+    # (ce/n - be/n, (ce - be)/n, mc/mb - 1, (mc - mb)/mb): the effect IS the margin, so the
+    # metric is fine (PROMOTE); one error more is above it and significant (ROLLBACK).
+    r = random_for()
+    R = release
+    for _ in range(4):
+        n = r.choice([2**15, 2**16])
+        margin = 2.0 ** -r.randint(7, 10)  # 0.78 % .. 0.098 %: 32 to 512 errors more
+        be = r.randint(0, 40)
+        ce = be + int(margin * n)
+        lat = tuple(float(r.randint(50, 2000)) for _ in range(2 * r.randint(60, 200) + 1))
+        policy = R.Policy(min_requests=1000, min_latencies=100, alpha=r.choice([0.01, 0.05]),
+                          error_margin=margin, latency_margin=0.05)  # fmt: skip
+        for errors, want in ((ce, R.PROMOTE), (ce + 1, R.ROLLBACK)):
+            got = canary.judge(R.Arm(n, be, lat), R.Arm(n, errors, lat), policy).decision
+            assert got == want, (
+                f"canary.judge: errors {be}/{n} -> {errors}/{n} (effect {(errors - be) / n:g}, "
+                f"error_margin {margin:g}), the same latencies, {policy}: expected {want}, got {got}"
+            )
+    for _ in range(4):
+        margin = 2.0 ** -r.randint(2, 6)  # 25 % .. 1.6 %
+        m = 2 * r.randint(60, 200) + 1  # odd: the median is a sample, scaled exactly
+        base = [float(r.randint(50, 2000)) for _ in range(m)]
+        can = [x * (1 + margin) for x in base]
+        policy = R.Policy(min_requests=1000, min_latencies=100, alpha=r.choice([0.01, 0.05]),
+                          error_margin=0.001, latency_margin=margin)  # fmt: skip
+        got = canary.judge(R.Arm(5000, 10, tuple(base)), R.Arm(5000, 10, tuple(can)), policy)
+        assert got.decision == R.PROMOTE, (
+            f"canary.judge: every latency times {1 + margin:g} (median {statistics.median(base):g} "
+            f"-> {statistics.median(can):g}, effect exactly latency_margin {margin:g}), errors "
+            f"10/5000 on both, {policy}: expected {R.PROMOTE}, got {got.decision} ({got.reasons})"
+        )
