@@ -5,6 +5,7 @@ rules"). It knows nothing about alerts: it only counts requests."""
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -48,17 +49,35 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(round(x, 6))
 
 
-def _values(incs: list[tuple[float, int]]) -> str:
+def _values(incs: list[tuple[float, int]], resets: tuple[int, ...] = ()) -> str:
     """promtool's expanding notation for a counter that starts at 0 and grows by `inc` for
-    `steps` scrapes, run after run: '0 5+5x9 62+12x4' is 0, 5, 10, ..., 50, 62, 74, ..."""
-    out, v = ["0"], 0.0
-    merged: list[list[float]] = []
+    `steps` scrapes, run after run: '0 5+5x9 62+12x4' is 0, 5, 10, ..., 50, 62, 74, ...
+    At every scrape in `resets` the process had restarted: the counter reads 0 again (it
+    counted nothing in that scrape's interval) and grows from there."""
+    per: list[list[float]] = []  # runs of [inc, steps], split at the resets
+    k = 0
     for inc, steps in incs:
+        for at in sorted(r for r in resets if k < r <= k + steps):
+            if at - 1 > k:
+                per.append([inc, at - 1 - k])
+            per.append([math.nan, 1])
+            steps -= at - k
+            k = at
+        if steps:
+            per.append([inc, steps])
+        k += steps
+    merged: list[list[float]] = []
+    for inc, steps in per:
         if merged and merged[-1][0] == inc:
             merged[-1][1] += steps
         elif steps:
             merged.append([inc, steps])
+    out, v = ["0"], 0.0
     for inc, steps in merged:
+        if math.isnan(inc):
+            out.append("0")
+            v = 0.0
+            continue
         out.append(f"{_num(v + inc)}+{_num(inc)}x{int(steps) - 1}")
         v += inc * steps
     return " ".join(out)
@@ -81,12 +100,16 @@ def simulate(
     instances: int = 2,
     decoys: bool = True,
     skew: bool = False,
+    restarts: int = 0,
 ) -> Traffic:
     """The series of `slo`'s service over `phases`, scraped every `step_s` seconds, at about
     `rate` requests per scrape over `instances` replicas in uneven shares. With `decoys`, a
     neighbour (same metric, one selector label different) fails half its requests all along: a
     rule that ignores the selector sees it. With `skew`, replicas fail at different ratios (one
-    bad replica), so a phase's `bad` is only the replicas' typical ratio."""
+    bad replica), so a phase's `bad` is only the replicas' typical ratio. With `restarts`, that
+    many times a replica restarts: it serves nothing for one scrape and its counters start again
+    from 0 (rate() and increase() count across the reset; a difference of raw counter values
+    does not)."""
     rnd = rnd or random.Random(0)
     for p in phases:
         if p.minutes * 60 % step_s:
@@ -112,10 +135,26 @@ def simulate(
         for _ in range(p.minutes * 60 // step_s):
             total.append(total[-1] + n)
             bad.append(bad[-1] + b)
+    # scrape -> restarted replicas; a restart's scrape counts none of that replica's requests
+    down: dict[int, set[int]] = {}
+    for _ in range(restarts):
+        down.setdefault(rnd.randint(3, len(total) - 1), set()).add(rnd.randrange(instances))
+    if down:
+        scrape_phase = [
+            p_i for p_i, p in enumerate(phases) for _ in range(p.minutes * 60 // step_s)
+        ]
+        lost_n, lost_b = 0, 0
+        for k in range(1, len(total)):
+            for i in down.get(k, ()):
+                p, n = per_instance[i][scrape_phase[k - 1]]
+                lost_n, lost_b = lost_n + n, lost_b + round(n * p.bad)
+            total[k] -= lost_n
+            bad[k] -= lost_b
     traffic.total, traffic.bad = total, bad
     for i, runs in enumerate(per_instance):
         labels = {**slo.selector, "instance": f"10.0.{rnd.randint(0, 255)}.{i + 10}:8000"}
-        traffic.series += _series(slo, labels, runs, step_s, rnd)
+        resets = tuple(sorted(k for k, who in down.items() if i in who))
+        traffic.series += _series(slo, labels, runs, step_s, rnd, resets)
     if decoys and slo.selector:
         key = rnd.choice(sorted(slo.selector))
         other = {**slo.selector, key: slo.selector[key] + rnd.choice(["-canary", "-batch", "2"])}
@@ -127,7 +166,12 @@ def simulate(
 
 
 def _series(
-    slo: SLO, labels: dict[str, str], runs: list[tuple[Phase, int]], step_s: int, rnd: random.Random
+    slo: SLO,
+    labels: dict[str, str],
+    runs: list[tuple[Phase, int]],
+    step_s: int,
+    rnd: random.Random,
+    resets: tuple[int, ...] = (),
 ) -> list[dict[str, str]]:
     steps = [p.minutes * 60 // step_s for p, _ in runs]
     if slo.kind == "availability":
@@ -142,7 +186,10 @@ def _series(
             for c, x in zip(bad_c + good_c, _split(nb, len(bad_c), rnd) + good, strict=True):
                 per_code[c].append((x, k))
         return [
-            {"series": _labels(slo.metric, {**labels, slo.code_label: c}), "values": _values(v)}
+            {
+                "series": _labels(slo.metric, {**labels, slo.code_label: c}),
+                "values": _values(v, resets),
+            }
             for c, v in per_code.items()
         ]
     if slo.kind != "latency":
@@ -167,9 +214,12 @@ def _series(
         # The mean hides the tail: fast requests take 0.4 x the threshold, slow ones 1.6 x.
         total_s.append((round(fast * 0.4 * thr + slow * 1.6 * thr, 3), k))
     out = [
-        {"series": _labels(slo.metric + "_bucket", {**labels, "le": le}), "values": _values(v)}
+        {
+            "series": _labels(slo.metric + "_bucket", {**labels, "le": le}),
+            "values": _values(v, resets),
+        }
         for le, v in buckets.items()
     ]
-    out.append({"series": _labels(slo.metric + "_count", labels), "values": _values(count)})
-    out.append({"series": _labels(slo.metric + "_sum", labels), "values": _values(total_s)})
+    out.append({"series": _labels(slo.metric + "_count", labels), "values": _values(count, resets)})
+    out.append({"series": _labels(slo.metric + "_sum", labels), "values": _values(total_s, resets)})
     return out

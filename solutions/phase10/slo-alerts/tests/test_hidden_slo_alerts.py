@@ -313,8 +313,9 @@ def test_budget_random_against_formulas(budget: Any, kata_random: random.Random)
 def ratio_story(
     lab: Any, traffic: Any, slo_spec: Any, spec: Any, r: random.Random, why: str, **sim: Any
 ) -> Any:
-    """Each SLO's service through 4 to 6 random phases (about 10 h, loads and ratios changing),
-    its recorded ratio checked for every window at three times (end, and two random minutes)."""
+    """Each SLO's service through 4 to 6 random phases (about 10 h, loads and ratios changing,
+    a replica or two restarting), its recorded ratio checked for every window at three times
+    (end, and two random minutes)."""
     story = lab.Story(60)
     for slo in spec.slos:
         phases = [
@@ -325,7 +326,15 @@ def ratio_story(
             )
             for _ in range(r.randint(4, 6))
         ]
-        t = traffic.simulate(slo, phases, step_s=60, rnd=r, instances=r.randint(1, 4), **sim)
+        t = traffic.simulate(
+            slo,
+            phases,
+            step_s=60,
+            rnd=r,
+            instances=r.randint(1, 4),
+            restarts=r.randint(1, 2),
+            **sim,
+        )
         story.series += t.series
         model = Model(t, spec, slo, slo_spec)
         end = sum(p.minutes for p in phases)
