@@ -360,6 +360,57 @@ def test_recording_random_specs(
     assert not failed, "recording_rules: " + "\n".join(failed[:4])
 
 
+def long_story(lab: Any, traffic: Any, slo_spec: Any, spec: Any, r: random.Random, why: str) -> Any:
+    """Each SLO's service over 80-96 h at 5-minute scrapes, in phases of 2-12 h whose error
+    ratios change from day to day (drawn until the last day's and the last three days' ratios
+    differ by over 20 %), a replica restarting now and then; every window of at least two scrapes
+    checked at the end and at two random hours after the first day (evaluate every hour)."""
+    story = lab.Story(300)
+    for slo in spec.slos:
+        for _ in range(40):
+            phases, left = [], 60 * r.randint(80, 96)
+            while left:
+                minutes = min(left, 60 * r.randint(2, 12))
+                bad = r.choice([0.0, r.uniform(0, 0.002), r.uniform(0, 0.05), r.uniform(0.1, 0.6)])
+                phases.append(traffic.Phase(minutes, bad, r.uniform(0.3, 3.0)))
+                left -= minutes
+            t = traffic.simulate(
+                slo, phases, step_s=300, rnd=r, instances=r.randint(1, 3), restarts=r.randint(0, 2)
+            )
+            model = Model(t, spec, slo, slo_spec)
+            end = len(t.total) - 1
+            day, days = model.ratio(end, DAY), model.ratio(end, 3 * DAY)
+            if abs(day - days) > 0.2 * max(day, days):
+                break
+        else:
+            raise AssertionError(f"test data: no long story for {slo.name} in 40 tries")
+        story.series += t.series
+        hours = end * 300 // 3600
+        for hour in {hours, r.randint(25, hours - 1), r.randint(25, hours - 1)}:
+            for w in slo_spec.WINDOWS:
+                ws = slo_spec.seconds(w)
+                if ws < 600:
+                    continue  # one scrape apart: no left-open range holds two samples
+                k = hour * 12
+                wants = [model.ratio(k, ws), model.ratio(k, ws, left_open=True)]
+                story.ratio(slo.name, w, hour * 60, wants, f"{why} ({describe(spec)})")
+    return story
+
+
+@pytest.mark.kata_gate(
+    "slo:error_ratio:rate<window> of an availability SLO is wrong on a story of 3-4 days, where "
+    "the last day's, the last three days' and the whole story's error ratios differ"
+)
+def test_recording_long_windows(
+    rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
+) -> None:
+    r = random_for()
+    spec = random_spec(r, slo_spec, ["availability"] * r.randint(1, 2))
+    story = long_story(lab, traffic, slo_spec, spec, r, "3-4 days of changing error ratios")
+    failed = lab.run(slo_rules(rules, promtool, spec, alerts=False), [story], "1h")
+    assert not failed, "recording_rules: " + "\n".join(failed[:4])
+
+
 @pytest.mark.kata_gate(
     "slo:error_ratio:rate<window> is not failed requests / all requests when replicas serve "
     "different loads and fail at different ratios"
@@ -430,6 +481,20 @@ def test_latency_le_spellings(
     spec = replace(spec, slos=(replace(a, le="1"), replace(b, le=r.choice(["1.0", "5.0", "10.0"]))))
     story = ratio_story(lab, traffic, slo_spec, spec, r, "whole-number buckets")
     failed = lab.run(slo_rules(rules, promtool, spec, alerts=False), [story], "10m")
+    assert not failed, "recording_rules: " + "\n".join(failed[:4])
+
+
+@pytest.mark.kata_gate(
+    "slo:error_ratio:rate<window> of a latency SLO is wrong on a story of 3-4 days, where the "
+    "last day's, the last three days' and the whole story's error ratios differ"
+)
+def test_latency_long_windows(
+    rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
+) -> None:
+    r = random_for()
+    spec = random_spec(r, slo_spec, ["latency"] * r.randint(1, 2))
+    story = long_story(lab, traffic, slo_spec, spec, r, "3-4 days of changing error ratios")
+    failed = lab.run(slo_rules(rules, promtool, spec, alerts=False), [story], "1h")
     assert not failed, "recording_rules: " + "\n".join(failed[:4])
 
 
