@@ -53,7 +53,7 @@ def transport(kata: Any) -> Any:
 @pytest.fixture(scope="module")
 def slo_rules(kata: Any) -> str:
     """slo_rules.yml (given): the TTFT SLO's recording rules and page."""
-    return kata.source("slo_rules.yml")
+    return kata.source("slo_rules.yml").read_text()
 
 
 # ------------------------------------------------------------------------------ the test's parts
@@ -115,14 +115,15 @@ class TestRunner:
 
 
 class TestServing:
-    """TTFT and TPOT from `ttft(prompt_tokens, max_tokens)` (default: a roofline-like line);
-    tokens = max_tokens. Records each call."""
+    """TTFT from `ttft(prompt_tokens, max_tokens)` (default: a roofline-like line), tokens from
+    `tokens(...)` (default: max_tokens; fewer when the model stops early). Records each call."""
 
     __test__ = False
 
-    def __init__(self, components: Any, ttft: Any = None) -> None:
+    def __init__(self, components: Any, ttft: Any = None, tokens: Any = None) -> None:
         self.components = components
         self.ttft = ttft or (lambda p, m: 0.02 + 0.0001 * p)
+        self.tokens = tokens or (lambda p, m: m)
         self.calls: list[tuple[int, int]] = []
         self.lock = threading.Lock()
 
@@ -130,9 +131,8 @@ class TestServing:
         with self.lock:
             self.calls.append((prompt_tokens, max_tokens))
             t = float(self.ttft(prompt_tokens, max_tokens))
-        return self.components.Generation(
-            ttft_s=t, tpot_s=0.01 + 1e-6 * max_tokens, tokens=max_tokens
-        )
+            n = int(self.tokens(prompt_tokens, max_tokens))
+        return self.components.Generation(ttft_s=t, tpot_s=0.01 + 1e-6 * max_tokens, tokens=n)
 
 
 class TestLicenser:
@@ -248,7 +248,7 @@ def terms(
 @pytest.fixture
 def make_live(components: Any, control: Any, routes: Any, transport: Any) -> Any:
     """make_live(nodes=[("node-0", 8), ...], max_attempts=2, choose=None, ttft=None,
-    license=None) -> Live, served on 127.0.0.1:0; stopped and closed after the test."""
+    license=None, tokens=None) -> Live, served on 127.0.0.1:0; stopped and closed after the test."""
     made: list[Live] = []
 
     def make(
@@ -257,13 +257,14 @@ def make_live(components: Any, control: Any, routes: Any, transport: Any) -> Any
         choose: Any = None,
         ttft: Any = None,
         license: Any = None,
+        tokens: Any = None,
     ) -> Live:
         nodes = nodes if nodes is not None else [("node-0", 8), ("node-1", 8), ("node-2", 4)]
         clock = TestClock()
         parts = (
             RecordingScheduler(choose),
             TestRunner(),
-            TestServing(components, ttft),
+            TestServing(components, ttft, tokens),
             TestLicenser(license if license is not None else terms(components, now=clock.t)),
             clock,
         )
