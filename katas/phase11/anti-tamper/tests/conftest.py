@@ -190,19 +190,25 @@ class Program:
         return self.run(str(index), challenge.hex(), **kw)
 
     @contextlib.contextmanager
-    def serve(self, exe: Path | None = None, nofile: int = 0) -> Iterator[Server]:
+    def serve(
+        self, exe: Path | None = None, nofile: int = 0, core: bool = False
+    ) -> Iterator[Server]:
         """The program in --serve mode: server.ask(line) -> its answer line; with `nofile`, at
-        most that many open files (RLIMIT_NOFILE)."""
+        most that many open files (RLIMIT_NOFILE); with `core`, started with core files
+        allowed (RLIMIT_CORE CORE_LIMIT, where this process may set it: core_limit_settable)."""
 
         def limit() -> None:
             import resource
 
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+            if core:
+                allow_core()
 
         p = subprocess.Popen(
             [str(exe or self.path), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=child_env(), bufsize=0,
-            preexec_fn=limit if nofile else None,
+            preexec_fn=limit if nofile or core else None,
         )  # fmt: skip
         server = Server(p)
         try:
@@ -299,6 +305,35 @@ def seccomp_filters(pid: int) -> int:
     if "Seccomp_filters" in fields:
         return int(fields["Seccomp_filters"].strip() or 0)
     return 1 if fields.get("Seccomp", "0").strip() == "2" else 0
+
+
+# The core limit the program starts with where the tests can set it: above 0, so a guard_harden
+# that never lowers it is seen, yet no core file is ever written (the kernel writes none below a
+# page, and 1 is its "never" for a piped core_pattern).
+CORE_LIMIT = 1
+
+
+def allow_core() -> None:
+    """Between fork and exec: RLIMIT_CORE to CORE_LIMIT (soft and hard), where allowed (raising
+    a hard limit of 0 needs CAP_SYS_RESOURCE)."""
+    import resource
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (CORE_LIMIT, CORE_LIMIT))
+
+
+def core_limit_settable() -> bool:
+    """Whether a program started by these tests can get a core limit above 0 (the machine's
+    hard limit, or the privilege to raise it)."""
+    try:
+        limits = subprocess.run(
+            ["cat", "/proc/self/limits"], capture_output=True, text=True, timeout=RUN_TIMEOUT,
+            preexec_fn=allow_core, check=False,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
+    core = [s.split() for s in limits.splitlines() if s.startswith("Max core file size")]
+    return bool(core) and core[0][4] == str(CORE_LIMIT)
 
 
 def seize_allowed() -> bool:
@@ -478,6 +513,7 @@ def tools() -> Any:
     return types.SimpleNamespace(
         refused=refused, need_tool=need_tool, gdb_run=gdb_run, gdb_exit_status=gdb_exit_status,
         ptrace_run=ptrace_run, strace_run=strace_run, libc=_libc, EXIT_TAMPERED=EXIT_TAMPERED, EXIT_TODO=EXIT_TODO,
+        core_limit_settable=core_limit_settable, CORE_LIMIT=CORE_LIMIT,
         GuardCrash=GuardCrash, Run=Run, Precondition=Precondition, RET=RET,
         RETURN_ZERO=RETURN_ZERO,
     )  # fmt: skip

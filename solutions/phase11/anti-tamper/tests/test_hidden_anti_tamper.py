@@ -5,6 +5,7 @@ compute every expected answer themselves with Python's hmac)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from bisect import bisect_left
 from pathlib import Path
@@ -419,9 +420,34 @@ def test_failsafe_tracer_refusal_exact(program: Any, tools: Any, challenge: byte
     exact_refusal(run, "tracer")
 
 
-@pytest.mark.kata_gate("the running program is dumpable or may write a core file")
-def test_failsafe_not_dumpable_no_core(program: Any, challenge: bytes) -> None:
-    with program.serve() as server:
+CORE_CALL = re.compile(r"\b(?:setrlimit|prlimit64)\((?:[^,]*, )?RLIMIT_CORE, \{rlim_cur=0[,}]")
+
+
+def core_lowered_under_strace(program: Any, tools: Any, challenge: bytes) -> str | None:
+    """Where no program can be started with a core limit above 0: the program's system calls
+    under strace; None when guard_harden set RLIMIT_CORE's soft limit to 0, else what it did."""
+    strace = tools.need_tool("strace")
+    log = program.tmp / "harden.strace"
+    run = program.ask(
+        0,
+        challenge,
+        wrapper=[strace, "-f", "-q", "-e", "trace=setrlimit,prlimit64", "-o", str(log)],
+    )
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if "+++ exited with" not in text and "+++ killed by" not in text:
+        pytest.skip(f"strace could not trace the program here: {run.describe()}")
+    calls = [s for s in text.splitlines() if "RLIMIT_CORE" in s]
+    return None if any(CORE_CALL.search(s) for s in calls) else f"its RLIMIT_CORE calls: {calls}"
+
+
+@pytest.mark.kata_gate(
+    "the running program, started with core files allowed, is dumpable or may write a core file"
+)
+def test_failsafe_not_dumpable_no_core(program: Any, tools: Any, challenge: bytes) -> None:
+    """Started with RLIMIT_CORE above 0 (where the machine lets the tests raise it; else the
+    setrlimit/prlimit64 call is looked for under strace): guard_harden must lower it to 0."""
+    settable = tools.core_limit_settable()
+    with program.serve(core=True) as server:
         answer = server.ask(f"0 {challenge.hex()}")
         probe = server.ask("probe")
         try:
@@ -433,9 +459,20 @@ def test_failsafe_not_dumpable_no_core(program: Any, challenge: bytes) -> None:
     run.todo("guard_secret")
     run.must_not_crash()
     assert answer == program.answer(0, challenge), f"wrong answer {answer!r}: {run.describe()}"
-    assert probe == "dumpable=0 core=0", f"guard_harden: the running program says {probe!r}"
+    start = f"RLIMIT_CORE {tools.CORE_LIMIT}" if settable else "the machine's RLIMIT_CORE"
+    assert probe == "dumpable=0 core=0", (
+        f"guard_harden: the running program, started with {start}, says {probe!r}"
+    )
     core = [s for s in limits.splitlines() if s.startswith("Max core file size")]
-    assert not core or core[0].split()[4] == "0", f"guard_harden: /proc/PID/limits says {core}"
+    assert not core or core[0].split()[4] == "0", (
+        f"guard_harden: started with {start}, /proc/PID/limits says {core}"
+    )
+    if not settable:  # the core limit was 0 already: look at what guard_harden asked for
+        missing = core_lowered_under_strace(program, tools, challenge)
+        assert missing is None, (
+            f"guard_harden: run under strace, the program never set RLIMIT_CORE's soft limit to "
+            f"0 (setrlimit or prlimit64); {missing}"
+        )
 
 
 MEMORY_PIECE = 12  # a 12-byte run of a secret never occurs by chance in a process's memory
