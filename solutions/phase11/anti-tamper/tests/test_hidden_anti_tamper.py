@@ -612,18 +612,22 @@ def test_integrity_digest_is_an_input_of_guard_secret(
 
 
 @pytest.mark.kata_gate(
-    "guard_tracer said OK when it could not read /proc/self/status: a check that cannot run "
-    "let the program answer"
+    "guard_tracer said OK with a tracer attached and no file descriptor free: a check that cannot "
+    "open /proc/self/status let the program answer"
 )
 def test_tracer_fails_safe_when_it_cannot_tell(program: Any, tools: Any, challenge: bytes) -> None:
-    """The running program is left no free file descriptor (RLIMIT_NOFILE lowered to the three
-    it holds, with prlimit) between two requests: the tracer check cannot read TracerPid."""
+    """After the first answer (whatever the guard opened or cached by then), a tracer attaches
+    (main.c's attach) and the running program is left no free file descriptor (RLIMIT_NOFILE
+    lowered to 3 with prlimit): a guard that can still read TracerPid (a descriptor it kept)
+    sees the tracer, one that cannot must fail safe; either way the next request is refused."""
     import resource
 
     want = program.answer(1, challenge)
+    traced, second = False, None
     with program.serve() as server:
         first = server.ask(f"1 {challenge.hex()}")
         if first == want:
+            traced = server.attach(required=False)
             try:
                 held = [
                     os.readlink(f"/proc/{server.pid}/fd/{fd}")
@@ -631,8 +635,11 @@ def test_tracer_fails_safe_when_it_cannot_tell(program: Any, tools: Any, challen
                 ]
             except OSError:
                 held = []
-            if any(h.endswith("/status") for h in held):
-                pytest.skip("the program keeps /proc/self/status open: it can still tell")
+            if not traced and any(h.endswith("/status") for h in held):
+                pytest.skip(
+                    "ptrace is not allowed on this machine and the program keeps "
+                    "/proc/self/status open: with no tracer, it can still tell"
+                )
             resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (3, 3))
             second = server.ask(f"1 {challenge.hex()}")
         run = server.finish()
@@ -642,10 +649,11 @@ def test_tracer_fails_safe_when_it_cannot_tell(program: Any, tools: Any, challen
             f"the program in --serve mode does not answer secret 1 right, so the test proves "
             f"nothing: got {first!r} ({run.describe()})"
         )
+    tracer = "a tracer attached (main.c's attach) after the first answer and " if traced else ""
     assert second != want, (
-        f"guard_tracer: with no file descriptor free in the running program (RLIMIT_NOFILE "
-        f"lowered to 3: /proc/self/status cannot be opened), the next request still got the "
-        f"right HMAC: fail safe when you cannot tell ({run.describe()})"
+        f"guard_tracer: with {tracer}no file descriptor free in the running program "
+        f"(RLIMIT_NOFILE lowered to 3: /proc/self/status cannot be opened again), the next "
+        f"request still got the right HMAC: fail safe when you cannot tell ({run.describe()})"
     )
 
 
