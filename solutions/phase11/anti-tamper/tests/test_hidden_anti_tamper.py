@@ -4,6 +4,7 @@ compute every expected answer themselves with Python's hmac)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
@@ -764,10 +765,11 @@ def substitution(data: bytes, s: bytes, need: int = 5) -> tuple[int, int] | None
 
 
 def periodic_mask(
-    data: bytes, s: bytes, longest: int = 16, spare: int = 8
+    data: bytes, s: bytes, longest: int = 64, spare: int = 8
 ) -> tuple[int, int, str] | None:
     """(offset, period, op): s stored XOR or minus a byte mask that repeats with a period up to
-    `longest`, as long as at least `spare` bytes of s pin the mask down."""
+    `longest` (any, for a secret of at most 64 bytes), as long as at least `spare` bytes of s
+    pin the mask down."""
     import numpy as np
 
     a = np.frombuffer(data, dtype=np.uint8).astype(np.int16)
@@ -792,12 +794,13 @@ def periodic_mask(
 
 @pytest.mark.kata_gate(
     "a secret is in the program file in order with short gaps, under byte-for-byte "
-    "substitutions, or under a repeating mask with a period of 9 to 16"
+    "substitutions, or under a repeating mask of any period that leaves 8 bytes to pin it"
 )
 def test_strings_no_simple_encoding(program: Any, challenge: bytes) -> None:
     """The file scanned for each secret (forward and reversed): in order with gaps of 1 to 16
     bytes (strides, short pieces), under any byte-for-byte substitution (rol, nibble swap,
-    multiply, an S-box), and XOR or minus a mask repeating with a period up to 16."""
+    multiply, an S-box), and XOR or minus a mask repeating with any period that leaves 8 bytes
+    of the secret to pin it down."""
     program.ask(0, challenge).todo("guard_secret")
     data = program.data
     for k, s in enumerate(program.secrets):
@@ -820,3 +823,139 @@ def test_strings_no_simple_encoding(program: Any, challenge: bytes) -> None:
                 f"secret {k}{form} is in the program file at offset {hit[0]:#x} {hit[2]} a byte "
                 f"mask that repeats every {hit[1]} bytes: a short repeating key"
             )
+
+
+CELL = 1024  # the widest cell a secret's bytes (or chunks of them) may be spread over
+CHUNK = 8  # the longest run of consecutive bytes in one cell
+TEXT_PIECE = 16  # characters of an encoded secret that never occur by chance
+
+
+def text_forms(s: bytes) -> dict[str, bytes]:
+    """The secret written as text: hex, base64, base32, base85 (each alignment of the secret
+    against the encoder's groups), a piece of TEXT_PIECE characters of each."""
+    out: dict[str, bytes] = {"hex": s.hex().encode(), "HEX": s.hex().upper().encode()}
+    for name, enc, group in (
+        ("base64", base64.b64encode, 3), ("base64url", base64.urlsafe_b64encode, 3),
+        ("base32", base64.b32encode, 5), ("base85", base64.b85encode, 4),
+        ("ascii85", base64.a85encode, 4),
+    ):  # fmt: skip
+        for a in range(group):
+            t = s[a:]
+            full = enc(t[: len(t) - len(t) % group])
+            out[f"{name} from byte {a}"] = full
+    return {k: v[:TEXT_PIECE] for k, v in out.items() if len(v) >= TEXT_PIECE}
+
+
+def in_cells(data: bytes, s: bytes) -> tuple[int, int, int] | None:
+    """(offset, cell, run): s's bytes in order, `run` (1..CHUNK) consecutive bytes at the start
+    of each `cell` bytes (run+1..CELL): one byte per struct, or short pieces at a fixed pitch."""
+    a = np.frombuffer(data, np.uint8)
+    starts = np.flatnonzero(a == s[0])
+    L = len(s)
+    for run in range(1, CHUNK + 1):
+        cells = np.arange(run + 1, CELL + 1)
+        last = starts[:, None] + ((L - 1) // run) * cells[None, :] + (L - 1) % run
+        ok = last < len(a)
+        for j in range(1, L):
+            idx = starts[:, None] + (j // run) * cells[None, :] + j % run
+            ok &= a[np.minimum(idx, len(a) - 1)] == s[j]
+            if not ok.any():
+                break
+        else:
+            o, c = np.argwhere(ok)[0]
+            return int(starts[o]), int(cells[c]), run
+    return None
+
+
+def _rotations() -> np.ndarray:
+    """Byte maps of the rotations by 0..7 bits, and of the bit reversal followed by each: XOR-
+    linear (T(x) ^ T(y) == T(x ^ y)), so one XOR of the file per period finds the candidates."""
+    x = np.arange(256, dtype=np.uint16)
+    rev = np.array([int(f"{v:08b}"[::-1], 2) for v in range(256)], dtype=np.uint16)
+    maps = [((v << r) | (v >> (8 - r))) & 255 for v in (x, rev) for r in range(8)]
+    return np.array(maps, dtype=np.uint8)
+
+
+ROTATIONS = _rotations()
+
+
+def rotated_mask(data: bytes, s: bytes, spare: int = 10) -> tuple[int, int] | None:
+    """(offset, period): s stored as T_r(s[j] ^ k_r) or T_r(s[j]) ^ k_r for r = j mod period,
+    each T_r a bit rotation (of the bit-reversed byte, or not) and k_r a key byte: a periodic
+    key with per-position bit rotations, any period that leaves `spare` bytes to pin it."""
+    a = np.frombuffer(data, np.uint8)
+    L = len(s)
+    n = len(a) - L + 1
+    sv = np.frombuffer(s, np.uint8)
+    inverse = np.argsort(ROTATIONS, axis=1).astype(np.uint8)  # T^-1 byte maps
+    for p in range(1, L - spare + 1):
+        cand = np.arange(n)
+        for i in range(L - p):  # a necessary condition per pair: T(x ^ y) == s[i] ^ s[i+p]
+            allowed = np.zeros(256, bool)
+            allowed[inverse[:, s[i] ^ s[i + p]]] = True
+            cand = cand[allowed[a[cand + i] ^ a[cand + i + p]]]
+            if len(cand) < 64:
+                break
+        if not len(cand):
+            continue
+        w = a[cand[:, None] + np.arange(L)[None, :]]  # (C, L)
+        d = inverse[:, w] ^ sv  # (T, C, L): T^-1(stored) ^ s, constant in a class under its T
+        ok = np.ones(len(cand), bool)
+        for r in range(p):
+            cls = d[:, :, r::p]
+            if cls.shape[2] > 1:
+                ok &= (cls == cls[:, :, :1]).all(axis=2).any(axis=0)
+        if ok.any():
+            return int(cand[np.flatnonzero(ok)[0]]), p
+    return None
+
+
+def neighbour_decodings(data: bytes) -> dict[str, bytes]:
+    """The file decoded as a chain: each byte XOR, or minus, the byte before it (a secret
+    stored as e[j] = s[j] ^ e[j-1] is plain in the first)."""
+    a = np.frombuffer(data, np.uint8)
+    return {
+        "each byte XOR the one before": (a[1:] ^ a[:-1]).tobytes(),
+        "each byte minus the one before": (a[1:] - a[:-1]).tobytes(),
+    }
+
+
+@pytest.mark.kata_gate(
+    "a secret is in the program file as hex, base32, base64 or base85 text, in order in cells up "
+    "to 1024 bytes apart, chained to the byte before, or under a repeating key with bit rotations"
+)
+def test_strings_no_cheap_decoding(program: Any, challenge: bytes) -> None:
+    """The file scanned for each secret (forward and reversed) under decodings a reverse
+    engineer tries next: text encodings (hex, base32, base64, base85, every alignment), one
+    byte or a run of up to 8 at the start of each cell of up to 1024 bytes, each byte chained to
+    the one before (XOR or difference), and a key of any period that leaves 10 bytes to pin it
+    with each position's bits rotated (or reversed) a fixed way per position modulo the period."""
+    program.ask(0, challenge).todo("guard_secret")
+    data = program.data
+    chains = neighbour_decodings(data)
+    for k, s in enumerate(program.secrets):
+        for form, t in (("", s), (" reversed", s[::-1])):
+            text = [name for name, piece in text_forms(t).items() if piece in data]
+            assert not text, (
+                f"guard_secret: secret {k}{form} is in the program file as {text[0]} text "
+                f"({text_forms(t)[text[0]].decode()}...): text any reader decodes"
+            )
+            cells = in_cells(data, t)
+            assert cells is None, (
+                f"guard_secret: secret {k}{form} ({len(s)} bytes) is in the program file in "
+                f"order, {cells[2]} byte(s) at the start of each {cells[1]}-byte cell from file "
+                f"offset {cells[0]:#x}: plain, only spread out"
+            )
+            hit = rotated_mask(data, t)
+            assert hit is None, (
+                f"guard_secret: secret {k}{form} is in the program file at offset {hit[0]:#x} "
+                f"under a key repeating every {hit[1]} bytes, with at most a fixed bit rotation "
+                f"(or reversal) per position modulo {hit[1]}: a repeating key"
+            )
+            for name, decoded in chains.items():
+                hit = rotated_mask(decoded, t[1:])
+                assert hit is None, (
+                    f"guard_secret: secret {k}{form} is in the program file at offset "
+                    f"{hit[0]:#x} chained, {name} (then a key repeating every {hit[1]} bytes "
+                    f"at most): a chain undone with one pass over the file"
+                )
