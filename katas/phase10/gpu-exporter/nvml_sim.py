@@ -8,11 +8,12 @@ driver. Read it; do not edit it.
     nvml.nvmlDeviceGetPowerUsage(h)            # 312512: MILLIWATTS, as NVML says
     nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)   # 1980: MEGAHERTZ
 
-Your exporter receives either this object or the `pynvml` module itself and calls the same
-names on it (`nvml.nvmlDeviceGetCount()`, `nvml.NVMLError_NotSupported`, ...). Everything here
-that pynvml also has behaves as pynvml documents; the rest (`SimGpu`, `calls`, `lose`, ...) is
-the tests' remote control and is not in pynvml: an exporter that touches it does not run on a
-real GPU.
+Your exporter receives either this simulator's NVML or the `pynvml` module itself and calls
+the same names on it (`nvml.nvmlDeviceGetCount()`, `nvml.NVMLError_NotSupported`, ...).
+Everything here that pynvml also has behaves as pynvml documents; the rest (`SimGpu`, `gpus`,
+`calls`, `lose`, a handle's insides, ...) is the tests' remote control and is not in pynvml: the
+tests hand your exporter a view of a SimNVML with pynvml's names only (tests/conftest.py,
+`pynvml_view`), where handles are opaque, as pynvml's ctypes pointers are.
 
 NVML's units are not Prometheus' base units (that is one lesson of the kata):
 

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import threading
+import types
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -42,13 +43,64 @@ def snap(kata: Any) -> Any:
     return kata.module("snapshot")
 
 
+class _Opaque:
+    """A device handle or event set as pynvml gives them: nothing to read inside."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<nvml pointer>"
+
+
+def pynvml_view(nvml: Any) -> Any:
+    """What an exporter gets of a SimNVML: pynvml's names only (its nvml* functions, NVML_*
+    constants and NVMLError* classes), with opaque handles and event sets, and an event's
+    `.device` a new handle each time (pynvml's are ctypes pointers). The simulator's remote
+    control (`gpus`, `calls`, `lose`, ...) is not there, as it is not on a real GPU."""
+    inside: dict[_Opaque, Any] = {}  # opaque -> the simulator's own object
+
+    def hide(x: Any) -> Any:
+        if type(x).__name__ in ("_Handle", "_EventSet"):
+            o = _Opaque()
+            inside[o] = x
+            return o
+        if type(x).__name__ == "EventData":
+            return type(x)(hide(x.device), x.eventType, x.eventData)
+        return x
+
+    def show(x: Any) -> Any:
+        return inside.get(x, x) if isinstance(x, _Opaque) else x
+
+    def wrap(name: str) -> Any:
+        def call(*args: Any) -> Any:  # looked up at each call: a test may replace one
+            return hide(getattr(nvml, name)(*(show(a) for a in args)))
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+    view = types.SimpleNamespace()
+    for name in dir(type(nvml)):
+        if not name.lower().startswith("nvml"):
+            continue
+        value = getattr(nvml, name)
+        setattr(view, name, wrap(name) if callable(value) and name[:4] == "nvml" else value)
+    return view
+
+
+@pytest.fixture(scope="module")
+def nvml_view() -> Any:
+    """pynvml_view(sim_nvml): the NVML an exporter gets of a SimNVML (make_exporter uses it)."""
+    return pynvml_view
+
+
 @pytest.fixture
 def make_exporter(exp: Any) -> Any:
-    """Exporter(nvml), closed after the test (a close() that fails is not this test's business)."""
+    """Exporter(pynvml_view(nvml)), closed after the test (a close() that fails is not this
+    test's business)."""
     made: list[Any] = []
 
     def make(nvml: Any) -> Any:
-        e = exp.Exporter(nvml)
+        e = exp.Exporter(pynvml_view(nvml))
         made.append(e)
         return e
 

@@ -593,11 +593,11 @@ def test_collect_processes_that_exit(sim: Any, make_exporter: Any) -> None:
     assert s.scrape_errors == 0, "collect(): a process that exited is not a scrape error"
 
 
-def test_collect_close_releases_nvml(sim: Any, exp: Any) -> None:
+def test_collect_close_releases_nvml(sim: Any, exp: Any, nvml_view: Any) -> None:
     r = random_for()
     for _ in range(3):
         nvml = random_fleet(r, sim)
-        e = exp.Exporter(nvml)
+        e = exp.Exporter(nvml_view(nvml))
         # close with a GPU down (failing otherwise than off the bus)
         nvml.lose(r.randrange(len(nvml.gpus)), error=getattr(sim, r.choice(FAILURES[1:])))
         e.collect()
