@@ -219,6 +219,39 @@ def sure(m: Model, evaluation_s: int) -> list[tuple[int, frozenset[str]]]:
     return out
 
 
+def onsets(m: Model, evaluation_s: int) -> list[tuple[int, frozenset[str]]]:
+    """(minute, severities) at the evaluation times just after a severity starts: its rows have
+    held in every variant (both range semantics, limits 2 % either way) since one evaluation
+    and 5 minutes earlier (and a scrape either side), so a `for:` of up to 5 minutes fires by
+    then and a longer one does not; the other severities are off all around."""
+    step, last = m.t.step_s, len(m.t.total) - 1
+    hold = max(300, evaluation_s) // step + 2
+    around = (2 * evaluation_s + 300) // step + 2
+    variants = [(lo, scale) for lo in (False, True) for scale in (0.98, 1.02)]
+    severities = {row[0] for row in m.rows}
+    out = []
+    every = evaluation_s // step
+    for k in range(-(-hold // every) * every, last + 1, every):
+        want = m.firing(k)
+        if not want:
+            continue
+        on = all(
+            sev in m.firing(q, lo, scale)
+            for sev in want
+            for q in range(k - hold, min(last, k + 2) + 1)
+            for lo, scale in variants
+        )
+        off = not any(
+            sev in m.firing(q, lo, scale)
+            for sev in severities - want
+            for q in range(max(0, k - around), min(last, k + around) + 1)
+            for lo, scale in variants
+        )
+        if on and off:
+            out.append((k * step // 60, want))
+    return out
+
+
 def draw(make: Any, wanted: Any, evaluation_s: int, what: str) -> tuple[Model, list[Any]]:
     """A model from make() whose sure checks satisfy wanted(checks) (a few tries)."""
     for _ in range(40):
@@ -229,14 +262,25 @@ def draw(make: Any, wanted: Any, evaluation_s: int, what: str) -> tuple[Model, l
     raise AssertionError(f"test data: no story where {what} in 40 tries")
 
 
-def alert_story(lab: Any, spec: Any, drawn: list[tuple[Model, list[Any]]], why: str) -> Any:
+def alert_story(
+    lab: Any, spec: Any, drawn: list[tuple[Model, list[Any]]], why: str, evaluation_s: int
+) -> Any:
     """A story checking every SLO's firing alerts at every evaluation time where the model is
-    sure of them."""
+    sure of them, and just after every onset (onsets())."""
     story = lab.Story(drawn[0][0].t.step_s)
     for m, checks in drawn:
         story.series += m.t.series
+        sure_at = {minute for minute, _ in checks}
         for minute, want in checks:
             story.firing(m.slo.name, minute, set(want), f"{why} ({describe(spec)})")
+        for minute, want in onsets(m, evaluation_s):
+            if minute not in sure_at:
+                story.firing(
+                    m.slo.name,
+                    minute,
+                    set(want),
+                    f"{why}, minutes after both windows crossed ({describe(spec)})",
+                )
     return story
 
 
@@ -534,7 +578,7 @@ def test_alerts_fast_burn_pages(
             return Model(traffic.simulate(slo, phases, rnd=r), spec, slo, slo_spec)
 
         drawn.append(draw(make, lambda c: any("page" in w for _, w in c), 300, "a fast burn pages"))
-    story = alert_story(lab, spec, drawn, "a fast burn")
+    story = alert_story(lab, spec, drawn, "a fast burn", 300)
     failed = run_alerts(lab, rules, promtool, spec, [story], "5m")
     assert not failed, "alerting_rules: " + "\n".join(failed[:4])
 
@@ -565,7 +609,7 @@ def test_alerts_medium_burn_pages_on_the_6h_window(
         drawn.append(
             draw(make, lambda c: any("page" in w for _, w in c), 300, "a medium burn pages")
         )
-    story = alert_story(lab, spec, drawn, "a medium burn")
+    story = alert_story(lab, spec, drawn, "a medium burn", 300)
     failed = run_alerts(lab, rules, promtool, spec, [story], "5m")
     assert not failed, "alerting_rules: " + "\n".join(failed[:4])
 
@@ -605,7 +649,7 @@ def test_alerts_slow_burns_open_tickets(
                 "a slow burn tickets and never pages",
             )
         )
-    story = alert_story(lab, spec, drawn, "a slow burn")
+    story = alert_story(lab, spec, drawn, "a slow burn", 1800)
     failed = run_alerts(lab, rules, promtool, spec, [story], "30m")
     assert not failed, "alerting_rules: " + "\n".join(failed[:4])
 
@@ -735,7 +779,7 @@ def test_alerts_random_stories(
             left -= minutes
         m = Model(traffic.simulate(slo, phases, rnd=r), spec, slo, slo_spec)
         drawn.append((m, sure(m, 300)))
-    story = alert_story(lab, spec, drawn, "a random story")
+    story = alert_story(lab, spec, drawn, "a random story", 300)
     failed = run_alerts(lab, rules, promtool, spec, [story], "5m")
     assert not failed, "alerting_rules: " + "\n".join(failed[:4])
 
