@@ -37,6 +37,8 @@ A call on a device that does not support it raises NVMLError_NotSupported (a GeF
 ECC); every call on a GPU that fell off the bus (XID 79) raises NVMLError_GpuIsLost, and a
 GPU can fail with other errors too (NVMLError_Unknown, _Timeout, _ResetRequired, ...: SimGpu's
 `lost_error`), which mean the same for an exporter: that GPU cannot be read now.
+nvmlEventSetWait_v2 waits as the driver does: with no event pending it blocks for `timeout_ms`
+before it raises NVMLError_Timeout (here on a clock of its own, `waited_ms`, not the wall's).
 """
 
 from __future__ import annotations
@@ -405,8 +407,9 @@ class SimNVML:
                 event_set.devices.add(handle._index)
 
     def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> EventData:  # noqa: N802
-        # Never blocks here (the events are already there or not): the oldest pending event, or
-        # NVMLError_Timeout at once whatever `timeout_ms` says.
+        # The oldest pending event at once; with none pending the driver blocks for timeout_ms
+        # (no event arrives meanwhile here) and raises NVMLError_Timeout. The wait is counted in
+        # `waited_ms` rather than slept: the tests see a blocking drain without waiting for it.
         with self._lock:
             self._count("nvmlEventSetWait_v2", None)
             if not isinstance(event_set, _EventSet) or event_set.freed:
@@ -414,6 +417,7 @@ class SimNVML:
             if event_set.pending:
                 i, xid = event_set.pending.pop(0)
                 return EventData(_Handle(i), nvmlEventTypeXidCriticalError, xid)
+            self.waited_ms += max(0, int(timeout_ms))
             raise NVMLError_Timeout()
 
     def nvmlEventSetFree(self, event_set: Any) -> None:  # noqa: N802
