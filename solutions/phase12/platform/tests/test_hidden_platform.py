@@ -1220,7 +1220,11 @@ def test_scenario_concurrent_clients(make_live: Any, kit: Any, kata_random: rand
         t.start()
     for t in threads:
         t.join(60)
-    if errors:
+    if errors:  # your code raised in a client: the race's own property first, then the error
+        for n in live.ok("GET", "/v1/nodes")["nodes"]:
+            assert n["allocated"] <= n["gpus"], (
+                f"after 6 concurrent clients node {n['name']} holds {n['allocated']} GPUs of {n['gpus']}"
+            )
         raise errors[0]
     created = [a.body["id"] for what, a in results if what == "submit" and a.status == 201]
     assert len(created) == len(set(created)), f"two submits got the same id: {sorted(created)}"
