@@ -94,16 +94,26 @@ def limits(spec: Any, slo: Any, slo_spec: Any) -> list[tuple[str, int, int, floa
     ]
 
 
-def random_spec(r: random.Random, slo_spec: Any, kinds: list[str]) -> Any:
+def scaled_policy(r: random.Random, slo_spec: Any) -> tuple[Any, ...]:
+    """POLICY with every budget fraction scaled by one factor far from 1 (0.4-0.55 or 1.9-2.4):
+    every limit moves by more than the tests' tolerances."""
+    f = r.choice([r.uniform(0.4, 0.55), r.uniform(1.9, 2.4)])
+    return tuple(
+        replace(a, budget_fraction=round(a.budget_fraction * f, 4)) for a in slo_spec.POLICY
+    )
+
+
+def random_spec(r: random.Random, slo_spec: Any, kinds: list[str], policy: Any = None) -> Any:
     """A spec whose policy rows are well apart (each limit >= 1.8 x the next) and whose every
-    SLO can burn at 1.3 x its fastest page's limit without failing every request."""
+    SLO can burn at 1.3 x its fastest page's limit without failing every request. `policy`:
+    draws the policy (default random_policy)."""
     while True:
         slos = tuple(random_slo(r, slo_spec, k, i) for i, k in enumerate(kinds))
         spec = slo_spec.Spec(
             service=r.choice(VALUES["job"]),
             slos=slos,
             period=r.choice(PERIODS),
-            policy=random_policy(r, slo_spec),
+            policy=(policy or random_policy)(r, slo_spec),
         )
         ok = True
         for slo in slos:
@@ -579,6 +589,48 @@ def test_alerts_fast_burn_pages(
 
         drawn.append(draw(make, lambda c: any("page" in w for _, w in c), 300, "a fast burn pages"))
     story = alert_story(lab, spec, drawn, "a fast burn", 300)
+    failed = run_alerts(lab, rules, promtool, spec, [story], "5m")
+    assert not failed, "alerting_rules: " + "\n".join(failed[:4])
+
+
+@pytest.mark.kata_gate(
+    "the alerts do not follow the spec's own policy (every budget fraction about half or twice "
+    "the workbook's): a burn between the spec's and the workbook's fastest page limits pages "
+    "only if the spec's rows say so"
+)
+def test_alerts_follow_the_spec_policy(
+    rules: Any, promtool: Any, slo_spec: Any, traffic: Any, lab: Any
+) -> None:
+    r = random_for()
+    spec = random_spec(r, slo_spec, r.sample(["availability", "latency"], 2), scaled_policy)
+    workbook = replace(spec, policy=slo_spec.POLICY)
+    drawn = []
+    for slo in spec.slos:
+        lims = lims_of(spec, slo, slo_spec)
+        low, high = sorted((lims[0], lims_of(workbook, slo, slo_spec)[0]))
+        for _ in range(40):
+            phases = [
+                healthy(r, slo, lims, r.randint(90, 150), traffic),
+                traffic.Phase(
+                    r.randint(60, 90),
+                    burn(slo, r.uniform(1.15 * low, 0.85 * high)),
+                    r.uniform(0.7, 1.5),
+                ),
+                healthy(r, slo, lims, r.randint(90, 150), traffic),
+            ]
+            m = Model(traffic.simulate(slo, phases, rnd=r), spec, slo, slo_spec)
+            checks = sure(m, 300)
+            other = Model(m.t, workbook, slo, slo_spec)
+            if any(other.firing(minute) != want for minute, want in checks):
+                break
+        else:
+            raise AssertionError(
+                f"test data: no story where {slo.name}'s policy matters in 40 tries"
+            )
+        drawn.append((m, checks))
+    story = alert_story(
+        lab, spec, drawn, "a burn between the spec's and the workbook's limits", 300
+    )
     failed = run_alerts(lab, rules, promtool, spec, [story], "5m")
     assert not failed, "alerting_rules: " + "\n".join(failed[:4])
 
