@@ -295,6 +295,9 @@ def random_walk(live: Any, model: Model, r: random.Random, steps: int, lose_node
 # ------------------------------------------------------------------------------ task jobs
 
 
+@pytest.mark.kata_gate(
+    "the jobs, the nodes or the runner's starts and stops disagree with API.md's rules on a random stream of submits, finishes and cancels"
+)
 def test_jobs_random_streams_against_model(make_live: Any, kata_random: random.Random) -> None:
     r = kata_random
     for _ in range(2):
@@ -978,6 +981,7 @@ def test_metrics_http_counts_random_traffic(
     make_live: Any, kit: Any, kata_random: random.Random
 ) -> None:
     r = kata_random
+    t0 = time.perf_counter()
     live = make_live()
     c = Counting(live)
     paths = [
@@ -1028,6 +1032,12 @@ def test_metrics_http_counts_random_traffic(
         assert got_n == n == got_inf, (
             f'platform_http_request_duration_seconds for route {route!r}: _count and le="+Inf" should be {n}, got {got_n} and {got_inf}'
         )
+    elapsed = time.perf_counter() - t0  # every request was answered within the test's own time
+    total = sum(kit.samples(scraped, "platform_http_request_duration_seconds_sum").values())
+    assert 0 < total <= elapsed, (
+        f"platform_http_request_duration_seconds_sum adds to {total} s over all routes, but the "
+        f"whole test took {elapsed:.3f} s: durations are seconds (base units), each request's own"
+    )
 
 
 @pytest.mark.kata_gate(
@@ -1264,6 +1274,10 @@ def check_consistent(live: Any, kit: Any, where: str) -> None:
         got = kit.sample(scraped, "platform_node_gpus_allocated", node=n["name"])
         assert got == used, (
             f"{where}: platform_node_gpus_allocated{{node={n['name']!r}}} should be {used}, got {got}"
+        )
+        got = kit.sample(scraped, "platform_node_gpus", node=n["name"])
+        assert got == n["gpus"], (
+            f"{where}: platform_node_gpus{{node={n['name']!r}}} should be {n['gpus']}, got {got}"
         )
         got = kit.sample(scraped, "platform_node_up", node=n["name"])
         assert got == float(n["state"] == "ready"), (
