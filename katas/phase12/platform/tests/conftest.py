@@ -393,3 +393,226 @@ def kit() -> Any:
         isclose=isclose,
         Answer=Answer,
     )
+
+
+# --- cli (cap-cli) ---
+# The CLI (cli/, tasks cli and cli-errors) and the release artifacts (release/, task release).
+# The CLI is built with tsc into the build cache (harness.native.typescript) and run with node
+# against a recording fake of the platform: the service itself (yours) is not needed here.
+
+import http.server  # noqa: E402
+import os  # noqa: E402
+import socket  # noqa: E402
+import time  # noqa: E402
+import urllib.parse  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+CLI_SOURCES = ("cli/src/cli.ts", "cli/src/client.ts")  # yours
+CLI_GIVEN = ("cli/src/env.d.ts", "cli/src/todo.ts")
+CLI_EXIT_TODO = 3  # todo.ts's exit status
+CLI_WAIT_S = 20.0  # one platformctl run, start to exit (node starts in ~0.1 s)
+
+
+@dataclass
+class Recorded:
+    """One request the fake platform received."""
+
+    method: str
+    target: str  # path and query, as sent ("/v1/jobs?state=running")
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+
+class FakePlatform:
+    """A recording fake of API.md on 127.0.0.1:<free port>: answers each request with what the
+    test set for its method and target (`answer(...)`), else 404 {"error": ...}; records every
+    request. `hang(target)` makes that target never answer (until teardown)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.answers: dict[tuple[str, str], tuple[int, bytes, str]] = {}
+        self.hanging: set[str] = set()
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _body(self) -> bytes:
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    out = b""
+                    while len(out) < 1 << 20:  # a chunked body (no Content-Length) is valid too
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline().strip():  # trailers
+                                pass
+                            return out
+                        out += self.rfile.read(size)
+                        self.rfile.readline()
+                    return out
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _any(self) -> None:
+                body = self._body()
+                rec = Recorded(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                )
+                with fake.lock:
+                    fake.requests.append(rec)
+                    hang = self.path in fake.hanging
+                    status, data, ctype = fake.answers.get(
+                        (self.command, self.path),
+                        (404, json.dumps({"error": f"no route {self.path}"}).encode(), "application/json"),
+                    )  # fmt: skip
+                if hang:
+                    fake.release.wait(CLI_WAIT_S + 10)
+                    return
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, method: str, target: str, status: int, body: Any) -> None:
+        """Answer `method target` with `status` and `body` (JSON, or bytes sent as text/html)."""
+        if isinstance(body, bytes):
+            data, ctype = body, "text/html"
+        else:
+            data, ctype = json.dumps(body).encode(), "application/json"
+        with self.lock:
+            self.answers[(method, target)] = (status, data, ctype)
+
+    def hang(self, target: str) -> None:
+        with self.lock:
+            self.hanging.add(target)
+
+    def take(self) -> list[Recorded]:
+        """The requests received since the last take()."""
+        with self.lock:
+            out, self.requests = self.requests, []
+        return out
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(10)
+
+
+@dataclass
+class CliRun:
+    """One platformctl run: its exit status and output."""
+
+    args: list[str]
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def said(self) -> str:
+        return f"`platformctl {' '.join(self.args)}` exited {self.code}; stdout {self.stdout[-800:]!r}; stderr {self.stderr[-800:]!r}"  # fmt: skip
+
+
+class Cli:
+    """The built CLI (dist/cli.js in the build cache), run with the node the capability found."""
+
+    def __init__(self, dist: Path, node: list[str]) -> None:
+        self.dist, self.node = dist, node
+
+    def run(self, *args: str, env: dict[str, str] | None = None, wait_s: float = CLI_WAIT_S) -> CliRun:  # fmt: skip
+        from harness import KataTodo
+
+        base = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LC_ALL": "C",
+            "HOME": str(self.dist),
+        }
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                [*self.node, str(self.dist / "cli.js"), *args], capture_output=True, text=True,
+                env={**base, **(env or {})}, timeout=wait_s, stdin=subprocess.DEVNULL, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"`platformctl {' '.join(args)}` did not exit within {wait_s:.0f} s"
+            ) from None
+        run = CliRun(
+            list(args), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start
+        )
+        todo = [ln for ln in proc.stderr.splitlines() if ln.startswith("KATA-TODO:")]
+        if proc.returncode == CLI_EXIT_TODO and todo:
+            raise KataTodo(todo[-1].removeprefix("KATA-TODO:").strip())
+        return run
+
+
+@pytest.fixture(scope="module")
+def cli(kata: Any) -> Cli:
+    """cli/ (yours: cli.ts, client.ts) compiled by tsc (tsconfig.json, given) and run by node."""
+    from harness.native.typescript import build_typescript, node_command
+
+    sources = [kata.source(f) for f in (*CLI_SOURCES, *CLI_GIVEN)]
+    built = build_typescript(
+        kata.source("cli/tsconfig.json"), sources, package_json=kata.source("cli/package.json")
+    )
+    return Cli(built.path, node_command())
+
+
+@pytest.fixture
+def fake_platform() -> Any:
+    """A fresh recording fake of the platform (FakePlatform), closed after the test."""
+    fake = FakePlatform()
+    yield fake
+    fake.close()
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def encode_segment(text: str) -> str:
+    """JavaScript's encodeURIComponent, for a path segment the CLI must send."""
+    return urllib.parse.quote(text, safe="-_.!~*'()")
+
+
+def parse_table(text: str) -> list[dict[str, str]]:
+    """A CLI table (CLI.md): a header line, then one line per row, cells split by spaces."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return []
+    header = lines[0].split()
+    return [dict(zip(header, ln.split(), strict=False)) for ln in lines[1:]]
+
+
+@pytest.fixture(scope="session")
+def cli_kit() -> Any:
+    """The CLI tests' helpers, for test modules (which import nothing from here)."""
+    import types
+
+    return types.SimpleNamespace(
+        closed_port=closed_port, encode_segment=encode_segment, parse_table=parse_table,
+        Recorded=Recorded, wait_s=CLI_WAIT_S,
+    )  # fmt: skip
