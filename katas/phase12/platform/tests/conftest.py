@@ -616,3 +616,151 @@ def cli_kit() -> Any:
         closed_port=closed_port, encode_segment=encode_segment, parse_table=parse_table,
         Recorded=Recorded, wait_s=CLI_WAIT_S,
     )  # fmt: skip
+
+
+# The release artifacts (task release): release/*.md read as a reviewer would (release/RELEASE.md).
+RELEASE_FILES = ("DESIGN.md", "RUNBOOK.md", "CHANGELOG.md", "notes-1.0.0.md")
+RELEASE_STUB = "<!-- not started"
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_CODE_SPAN = re.compile(r"`+([^`]*)`+")
+_METRIC = re.compile(r"\bplatform_[a-z0-9_]+")
+_RULE = re.compile(r"\bplatform:[a-z0-9_][a-z0-9_:]*")
+_ENDPOINT = re.compile(r"\b(GET|POST|DELETE|PUT|PATCH|HEAD)\s+(/[^\s`'\"),\]]*)")
+_CTL = re.compile(r"^platformctl\s+([a-z][a-z-]*)(?:\s+([a-z][a-z-]*))?")
+
+
+@dataclass
+class Section:
+    """A heading of a Markdown document and the text under it up to the next heading of its
+    level or above (subsections included)."""
+
+    level: int
+    title: str
+    text: str
+
+
+def md_sections(text: str) -> list[Section]:
+    """Every heading (outside code fences) with its text, in document order."""
+    lines = text.splitlines()
+    heads: list[tuple[int, int, str]] = []
+    fence = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        elif not fence and (m := _HEADING.match(line)):
+            heads.append((i, len(m[1]), m[2]))
+    out = []
+    for k, (i, level, title) in enumerate(heads):
+        end = next((j for j, lv, _ in heads[k + 1 :] if lv <= level), len(lines))
+        out.append(Section(level, title, "\n".join(lines[i + 1 : end]).strip()))
+    return out
+
+
+def code_spans(text: str) -> list[str]:
+    return [m.strip() for m in _CODE_SPAN.findall(text)]
+
+
+def api_table(kata: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """API.md's endpoints [(method, template)] and metric families [(name, type)]."""
+    text = kata.source("API.md").read_text(encoding="utf-8")
+    endpoints, families = [], []
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] in ("GET", "POST", "DELETE") and cells[1].startswith("/"):
+            endpoints.append((cells[0], cells[1]))
+        elif len(cells) >= 2 and cells[0].startswith("platform_") and cells[1] in ("gauge", "counter", "histogram"):  # fmt: skip
+            families.append((cells[0], cells[1]))
+    return endpoints, families
+
+
+def metric_names(families: list[tuple[str, str]]) -> set[str]:
+    """Every name a family exposes: itself, and a histogram's _bucket, _sum and _count."""
+    names = set()
+    for name, kind in families:
+        names.add(name)
+        if kind == "histogram":
+            names |= {f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    return names
+
+
+def endpoint_known(method: str, path: str, endpoints: list[tuple[str, str]]) -> bool:
+    path = path.split("?", 1)[0].rstrip(".:;")
+    for m, template in endpoints:
+        pattern = "^" + re.sub(r"\\\{[^/]*?\\\}", "[^/?]+", re.escape(template)) + "$"
+        if m == method and re.match(pattern, path):
+            return True
+    return False
+
+
+def mentions(text: str) -> dict[str, list[Any]]:
+    """The names a document mentions: metrics, recording rules, endpoints (method, path) and
+    platformctl commands (in code spans), in order."""
+    ctl = []
+    for span in code_spans(text):
+        if m := _CTL.match(span):
+            ctl.append(" ".join(w for w in (m[1], m[2]) if w))
+    return {
+        "metrics": _METRIC.findall(text),
+        "rules": [r.rstrip(":") for r in _RULE.findall(text)],
+        "endpoints": _ENDPOINT.findall(text),
+        "commands": ctl,
+    }
+
+
+CLI_COMMANDS = {"health": (), "license": (), "generate": (), "jobs": ("list", "submit", "get", "cancel"),
+                "nodes": ("list", "fail")}  # fmt: skip
+
+
+def command_known(words: str) -> bool:
+    first, _, second = words.partition(" ")
+    if first not in CLI_COMMANDS:
+        return False
+    subs = CLI_COMMANDS[first]
+    return not subs or second in subs
+
+
+def slo_rule_names(kata: Any) -> tuple[list[str], list[str], set[str]]:
+    """slo_rules.yml's alerts, recording rules and the metric names its rules read (the file's
+    `- alert:` and `- record:` keys, and every name in it: it holds rules only)."""
+    text = kata.source("slo_rules.yml").read_text(encoding="utf-8")
+    body = "\n".join(ln.split("#", 1)[0] for ln in text.splitlines())  # comments are prose
+    alerts = re.findall(r"^\s*-?\s*alert:\s*['\"]?([A-Za-z_:][\w:]*)", body, re.M)
+    records = re.findall(r"^\s*-?\s*record:\s*['\"]?([A-Za-z_:][\w:]*)", body, re.M)
+    reads = set(_METRIC.findall(body)) | set(_RULE.findall(body))
+    return alerts, records, reads
+
+
+class ReleaseDocs:
+    """release/*.md of this implementation; `text(name)` raises KataTodo while it is the stub."""
+
+    def __init__(self, kata: Any) -> None:
+        self.kata = kata
+
+    def text(self, name: str) -> str:
+        from harness import KataTodo
+
+        text = self.kata.source(f"release/{name}").read_text(encoding="utf-8")
+        if RELEASE_STUB in text:
+            raise KataTodo(f"release/{name} is the stub still (its `{RELEASE_STUB} -->` line)")
+        return text
+
+    def package(self) -> dict[str, Any]:
+        return json.loads(self.kata.source("cli/package.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def release_docs(kata: Any) -> ReleaseDocs:
+    """release/ (yours): DESIGN.md, RUNBOOK.md, CHANGELOG.md, notes-1.0.0.md."""
+    return ReleaseDocs(kata)
+
+
+@pytest.fixture(scope="session")
+def release_kit() -> Any:
+    """The release tests' helpers (the Markdown reader and the name checks above)."""
+    import types
+
+    return types.SimpleNamespace(
+        sections=md_sections, code_spans=code_spans, api_table=api_table, metric_names=metric_names,
+        endpoint_known=endpoint_known, mentions=mentions, command_known=command_known,
+        slo_rules=slo_rule_names, files=RELEASE_FILES,
+    )  # fmt: skip
