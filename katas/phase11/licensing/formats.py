@@ -117,9 +117,12 @@ def _b64d(text: str) -> bytes:
     if not re.fullmatch(r"[A-Za-z0-9_-]*", text) or len(text) % 4 == 1:
         raise FormatError(f"not base64url: {text[:40]!r}")
     try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except binascii.Error as e:
         raise FormatError(f"not base64url: {e}") from None
+    if _b64e(data) != text:  # unused low bits set in the last character: another spelling
+        raise FormatError(f"not canonical base64url: {text[-8:]!r}")
+    return data
 
 
 def b64encode(data: bytes) -> str:
@@ -141,12 +144,16 @@ def pack(payload: bytes, signature: bytes) -> str:
 
 def unpack(text: str) -> tuple[bytes, bytes]:
     """(payload bytes, signature) of one KATA SIGNED block; FormatError otherwise. The bytes
-    are exactly what was packed: verify the signature over them, never over a re-encoding."""
+    are exactly what was packed: verify the signature over them, never over a re-encoding.
+    Only the text `pack` writes is accepted (one text per document: no other line ends, no
+    blank space around it, no other base64 spelling), so a document has one text."""
     if not isinstance(text, str):
         raise FormatError(f"a signed document is text, got {type(text).__name__}")
-    lines = text.strip().splitlines()
-    if len(lines) != 3 or lines[0] != BEGIN or lines[2] != END or lines[1].count(".") != 1:
-        raise FormatError("not one KATA SIGNED block")
+    lines = text.split("\n")
+    if len(lines) != 4 or lines[0] != BEGIN or lines[2] != END or lines[3] != "":
+        raise FormatError("not one KATA SIGNED block as pack writes it")
+    if lines[1].count(".") != 1:
+        raise FormatError("not one KATA SIGNED block as pack writes it")
     body, sig = lines[1].split(".")
     payload, signature = _b64d(body), _b64d(sig)
     if len(signature) != SIGNATURE_BYTES:

@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import unicodedata
 from datetime import datetime, timedelta, timezone
@@ -563,9 +564,9 @@ def test_issue_respond_binds_the_challenge(issuer: Any, formats: Any, machine: A
         lic = check_signed(formats, got["license"], pub, "respond's license")
         want.update(kid="act", machine={"k": k, "parts": parts})
         assert same(lic, want), f"respond: the license inside is {lic!r}, expected {want!r}"
-        spaced = jcs(ch).decode().replace(",", ", ")
-        with raises(ValueError, "respond must refuse a challenge that is not canonical JSON"):
-            issuer.respond(spaced, terms, k, "act", at(now), path)
+        for what, other in [("a space after a comma", jcs(ch).replace(b",", b", "))] + r.sample(respelled(r, ch), 2):  # fmt: skip
+            with raises(ValueError, f"respond must refuse a challenge that is not canonical JSON ({what}): {other[:120]!r}"):  # fmt: skip
+                issuer.respond(other.decode("utf-8"), terms, k, "act", at(now), path)
         extra = jcs({**ch, "admin": True}).decode()
         with raises(
             ValueError, "respond must refuse a challenge with fields other than CHALLENGE_FIELDS"
@@ -1575,7 +1576,7 @@ def rt21_respellings(text: str) -> list[str]:
 
 
 @pytest.mark.kata_gate(
-    "Activator.complete accepts a used response again when it is framed differently (CRLF, blank padding, unused base64url bits: the same bytes)"
+    "Activator.complete accepts a second response to a challenge it has already completed (the same response re-framed: CRLF, blank space, unused base64url bits; or another response the vendor signed for the same nonce)"
 )
 def test_activation_rt21_replay_respelled(activation: Any, formats: Any, machine: Any, vendor: Any) -> None:  # fmt: skip
     vendor.new_key("k2", RT21_T0 - 100 * 86_400)
@@ -1584,32 +1585,34 @@ def test_activation_rt21_replay_respelled(activation: Any, formats: Any, machine
         "CRLF line ends",
         "blank lines and spaces around it",
         "the signature's unused base64url bits set",
+        "another response to the same nonce, signed a minute later",
     )
-    for i in range(3):
+    for i in range(4):
         act = activation.Activator(RT21_PARTS, "solver", vendor.keyring(), ttl=900)
         nonce = json.loads(act.challenge(at(RT21_T0)))["nonce"]
-        lic = {
-            "expiry": RT21_T0 + 86_400, "features": ["a"], "grace": 0, "id": f"LIC-{i}", "issued": RT21_T0,
-            "kid": "k2", "licensee": "L", "machine": {"k": 2, "parts": parts}, "not_before": RT21_T0,
-            "product": "solver", "seats": 1,
-        }  # fmt: skip
-        body = {
-            "issued": RT21_T0 + 60, "kid": "k2", "license": vendor.sign(jcs(lic), "k2"),
-            "machine": parts, "nonce": nonce, "product": "solver",
-        }  # fmt: skip
-        response = vendor.sign(jcs(body), "k2")
-        again = rt21_respellings(response)[i]
-        assert formats.unpack(again) == formats.unpack(response), (
-            "the test's re-framing changed the bytes"
-        )
-        act.complete(response, at(RT21_T0 + 120))
+
+        def response(t: int, i: int = i, nonce: str = nonce) -> str:
+            lic = {
+                "expiry": RT21_T0 + 86_400, "features": ["a"], "grace": 0, "id": f"LIC-{i}", "issued": t,
+                "kid": "k2", "licensee": "L", "machine": {"k": 2, "parts": parts}, "not_before": RT21_T0,
+                "product": "solver", "seats": 1,
+            }  # fmt: skip
+            body = {
+                "issued": t, "kid": "k2", "license": vendor.sign(jcs(lic), "k2"),
+                "machine": parts, "nonce": nonce, "product": "solver",
+            }  # fmt: skip
+            return vendor.sign(jcs(body), "k2")
+
+        first = response(RT21_T0 + 60)
+        again = rt21_respellings(first)[i] if i < 3 else response(RT21_T0 + 120)
+        act.complete(first, at(RT21_T0 + 125))
         try:
             act.complete(again, at(RT21_T0 + 130))
         except formats.ActivationError:
             continue
         pytest.fail(
-            f"Activator.complete accepted one response twice, the second time re-framed ({what[i]}; "
-            "unpack reads the same bytes): a used response is known by its nonce, not by its text"
+            f"Activator.complete accepted a second response to one challenge ({what[i]}) after it "
+            "accepted the first: a used response is known by its nonce, not by its text"
         )
 
 
@@ -1633,3 +1636,87 @@ def test_issue_rt21_respond_keeps_k(issuer: Any, machine: Any, formats: Any, ven
             f"issuer.respond(k={k}): the license binds k = {binding['k']}: a smaller k lets it "
             "run on machines that share fewer parts"
         )
+
+
+# ---- rt21, second pass (issue 24): every field checked, respond bound to its challenge,
+# acceptance that gates (grace, several pending challenges), the MAC's length, one spelling per
+# document, ClockGuard in any time zone
+
+
+def respelled(r: random.Random, p: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """Other spellings of jcs(p) for a fresh payload p (an object with string keys): whitespace,
+    another key order, an escaped character, another number form, a duplicate key, NFD, a BOM.
+    Each is either the same value spelled otherwise or a value a lenient parser reads as p."""
+    data = jcs(p)
+    text, keys = data.decode(), list(p)
+    out = [
+        ("whitespace between tokens", json.dumps(p, sort_keys=True, ensure_ascii=False, separators=r.choice([(", ", ":"), (",", ": "), (",\n", ":"), (",", ":\t")])).encode()),
+        ("indented", json.dumps(p, sort_keys=True, ensure_ascii=False, indent=r.randint(0, 3)).encode()),
+        r.choice([("a byte order mark", b"\xef\xbb\xbf" + data), ("a trailing newline", data + b"\n"), ("a leading space", b" " + data)]),
+    ]  # fmt: skip
+    if len(keys) >= 2:
+        order = list(keys)
+        while json.dumps(order) == json.dumps(sorted(keys)):
+            r.shuffle(order)
+        moved = json.dumps({k: p[k] for k in order}, ensure_ascii=False, separators=(",", ":"))
+        out.append((f"the keys in the order {order}", moved.encode()))
+    strs = [k for k in keys if type(p[k]) is str and p[k]]
+    for k in r.sample(strs, min(2, len(strs))):
+        s = p[k]
+        i = r.randrange(len(s))
+        plain = json.dumps(s[i], ensure_ascii=False)[1:-1]
+        alt = f"\\u{ord(s[i]):04x}" if ord(s[i]) < 0x10000 else json.dumps(s[i])[1:-1]
+        if alt == plain:
+            alt = alt.upper().replace("\\U", "\\u")
+        if alt != plain:
+            spelled = json.dumps(s[:i], ensure_ascii=False)[:-1] + alt + json.dumps(s[i + 1 :], ensure_ascii=False)[1:]  # fmt: skip
+            field = json.dumps(k) + ":" + json.dumps(s, ensure_ascii=False)
+            out.append((f"{k}[{i}] escaped as {alt}", text.replace(field, json.dumps(k) + ":" + spelled, 1).encode()))  # fmt: skip
+        nfd = unicodedata.normalize("NFD", s)
+        if nfd != s:
+            field = json.dumps(k) + ":" + json.dumps(s, ensure_ascii=False)
+            out.append((f"{k} in NFD", text.replace(field, json.dumps(k) + ":" + json.dumps(nfd, ensure_ascii=False), 1).encode()))  # fmt: skip
+    ints = [k for k in keys if type(p[k]) is int]
+    for k in r.sample(ints, min(2, len(ints))):
+        n = p[k]
+        form = r.choice([f"{n}.0", f"{n}e0", f"{n}E+0", f"{n}0e-1", f"{n}.00"] + (["-0"] if n == 0 else []))  # fmt: skip
+        field = re.compile(re.escape(json.dumps(k) + ":" + str(n)) + "(?=[,}])")
+        out.append((f"{k} written {form}", field.sub(json.dumps(k).replace("\\", "\\\\") + ":" + form, text, count=1).encode()))  # fmt: skip
+    k = r.choice(keys)
+    other = p[k] + 1 if type(p[k]) is int else (p[k] + "x" if type(p[k]) is str else None)
+    dup = json.dumps(k) + ":" + jcs(other).decode()
+    out.append((f"{k} twice", r.choice([text[:-1] + "," + dup + "}", "{" + dup + "," + text[1:]]).encode()))  # fmt: skip
+    return [(what, b) for what, b in out if b != data]
+
+
+def reframed(text: str) -> list[tuple[str, str]]:
+    """The same document in other texts that a lenient reader takes for it: CRLF, blank space,
+    no final newline, base64 padding, the signature's unused base64url bits set."""
+    lines = text.split("\n")
+    body, sig = lines[1].split(".")
+    last = RT21_B64[RT21_B64.index(sig[-1]) ^ 0b1111]
+    pad = "=" * (-len(body) % 4) or "===="
+    return [
+        ("CRLF line ends", text.replace("\n", "\r\n")),
+        ("blank lines and spaces around it", "\n\n" + text + "  \n"),
+        ("no final newline", text[:-1]),
+        ("base64 padding", text.replace(f"{body}.", f"{body}{pad}.", 1)),
+        ("the signature's unused base64url bits set", text.replace(f".{sig}", f".{sig[:-1]}{last}", 1)),
+    ]  # fmt: skip
+
+
+@pytest.mark.kata_gate(
+    "verify_license accepts a payload that is not the canonical encoding of a fresh license (whitespace, key order, an escaped character, a number form, a duplicate key, NFD), signed or not, or the signed text re-framed (CRLF, blank space, base64 padding or unused bits)"
+)
+def test_verify_refuses_any_respelling(verifier: Any, shop: Shop, formats: Any) -> None:
+    r = shop.r
+    for _ in range(3):
+        p = shop.payload(licensee=rstr(r, 1, 6) + r.choice(["\u00e9", "\u00c5", "/", "\x1f"]) + rstr(r, 0, 6))  # fmt: skip
+        good = shop.sign(p)
+        signature = formats.unpack(good)[1]
+        now = any_zone(r, r.randint(max(p["not_before"], p["issued"]), p["expiry"] - 1))
+        for what, other in respelled(r, p):
+            for how, text in (("with the original signature", formats.pack(other, signature)), ("signed as spelled", shop.sign(other))):  # fmt: skip
+                refuse(verifier.verify_license(text, shop.ring(), p["product"], now), f"a license payload with {what}, {how}: {other[:160]!r}")  # fmt: skip
+        for what, text in reframed(good):
+            refuse(verifier.verify_license(text, shop.ring(), p["product"], now), f"a good license's text with {what}")  # fmt: skip
