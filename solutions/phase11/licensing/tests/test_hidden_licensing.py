@@ -1705,6 +1705,61 @@ def reframed(text: str) -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
+def bad_field_licenses(r: random.Random, shop: Shop, machine: Any) -> list[tuple[str, dict[str, Any], int, str, dict[str, str] | None]]:  # fmt: skip
+    """Payloads, each with one field outside the README's types or ranges, and an instant, a
+    product and components at which a verifier that skipped that one check would accept it."""
+    out = []
+
+    def add(what: str, p: dict[str, Any], now: int | None = None, product: str | None = None, comps: dict[str, str] | None = None) -> None:  # fmt: skip
+        when = now if now is not None else r.randint(max(p["not_before"], p["issued"]) if type(p["not_before"]) is int and type(p["issued"]) is int else shop.now, p["expiry"] - 1 if type(p["expiry"]) is int else shop.now)  # fmt: skip
+        out.append((what, p, when, product if product is not None else p["product"], comps))
+
+    for name in ("seats", "grace", "expiry", "not_before", "issued"):
+        p = shop.payload()
+        n = p[name]
+        bad = r.choice([True if name == "seats" else r.choice([True, False]), str(n), [n], None])
+        t = r.randint(max(p["not_before"], p["issued"]), p["expiry"] - 1)
+        add(f"{name} = {bad!r}", {**p, name: bad}, t)
+    p = shop.payload()
+    add("seats < 1", {**p, "seats": r.choice([0, -r.randint(1, 10**6)])})
+    p = shop.payload()
+    add("grace < 0", {**p, "grace": -r.randint(1, 10**6)})
+    nb = shop.now - r.randint(0, DAY)
+    e = nb - r.randint(0, DAY)
+    p = shop.payload(not_before=nb, expiry=e, issued=nb - r.randint(0, DAY), grace=shop.now - e + r.randint(DAY, 30 * DAY))  # fmt: skip
+    add(f"expiry {e} <= not_before {nb} (and a grace that reaches now)", p, shop.now)
+    a, b = sorted({rstr(r, 1, 5) for _ in range(8)})[:2]
+    for what, features in (("unsorted features", [b, a]), ("a repeated feature", [a, a]), ("a feature that is not a string", r.choice([[a, 1], [None], [a, [b]]])), ("features that are not a list", r.choice([a, {a: 1}, 3]))):  # fmt: skip
+        add(what, shop.payload(features=features))
+    for name in ("id", "licensee"):
+        add(f"{name} = {'' if r.random() < 0.7 else 7}", shop.payload(**{name: r.choice(["", "", 7, None])}))  # fmt: skip
+    add("an empty product (checked for the product '')", shop.payload(product=""), product="")
+    comps = {f"c{i}": rstr(r, 1, 6) for i in range(r.randint(2, 4))}
+    p = shop.payload()
+    parts = machine.digest_parts(comps, p["product"])
+    for what, binding in (
+        ("k = 0", {"k": 0, "parts": parts}),
+        ("k = true", {"k": True, "parts": parts}),
+        ("k above its parts", {"k": len(parts) + 1, "parts": parts}),
+        ("no parts", {"k": 1, "parts": {}}),
+        ("an extra field", {"k": 1, "parts": parts, "any": True}),
+        ("a list for its parts", {"k": 1, "parts": sorted(parts.values())}),
+        ("a string", r.choice(["any", ""])),
+    ):
+        add(f"a machine binding with {what}", {**p, "machine": binding}, comps=comps)
+    return out
+
+
+@pytest.mark.kata_gate(
+    "verify_license accepts a validly signed license whose fields break the README's types or ranges (a bool or a string for an integer, seats < 1, grace < 0, expiry <= not_before, unsorted, repeated or non-string features, an empty id, licensee or product, an invalid machine binding)"
+)
+def test_verify_refuses_every_bad_field(verifier: Any, shop: Shop, machine: Any) -> None:
+    r = shop.r
+    for what, p, t, product, comps in bad_field_licenses(r, shop, machine):
+        v = verifier.verify_license(shop.sign(p), shop.ring(), product, any_zone(r, t), comps)
+        refuse(v, f"a license signed by the keyring's current key with {what} ({p!r}), at {t}")
+
+
 @pytest.mark.kata_gate(
     "verify_license accepts a payload that is not the canonical encoding of a fresh license (whitespace, key order, an escaped character, a number form, a duplicate key, NFD), signed or not, or the signed text re-framed (CRLF, blank space, base64 padding or unused bits)"
 )
