@@ -1642,6 +1642,8 @@ def test_issue_rt21_respond_keeps_k(issuer: Any, machine: Any, formats: Any, ven
 # acceptance that gates (grace, several pending challenges), the MAC's length, one spelling per
 # document, ClockGuard in any time zone
 
+PRODUCTS = ["solver", "render-pro", "cad\u00e9", "\u4e2d\u6587"]
+
 
 def respelled(r: random.Random, p: dict[str, Any]) -> list[tuple[str, bytes]]:
     """Other spellings of jcs(p) for a fresh payload p (an object with string keys): whitespace,
@@ -1775,3 +1777,39 @@ def test_verify_refuses_any_respelling(verifier: Any, shop: Shop, formats: Any) 
                 refuse(verifier.verify_license(text, shop.ring(), p["product"], now), f"a license payload with {what}, {how}: {other[:160]!r}")  # fmt: skip
         for what, text in reframed(good):
             refuse(verifier.verify_license(text, shop.ring(), p["product"], now), f"a good license's text with {what}")  # fmt: skip
+
+
+@pytest.mark.kata_gate(
+    "issuer.respond signs a response or a license whose product, nonce or machine parts are not its challenge's, or answers a challenge for a product other than its terms'"
+)
+def test_issue_respond_only_for_its_challenge(issuer: Any, formats: Any, machine: Any, vendor: Any, tmp_path: Path) -> None:  # fmt: skip
+    r = random_for()
+    vendor.new_key("act", 0)
+    path = str(vendor.pem("act", tmp_path))
+    pub = vendor.private["act"].public_key()
+    for i in range(4):
+        now = r.randint(1_700_000_000, 2_000_000_000)
+        terms, _ = random_terms(r, machine, now)
+        del terms["machine"]
+        asked = r.choice([q for q in PRODUCTS if q != terms["product"]]) if i % 2 else terms["product"]  # fmt: skip
+        parts = machine.digest_parts({f"c{j}": rstr(r, 1, 6) for j in range(r.randint(2, 5))}, asked)  # fmt: skip
+        ch = {"issued": now - 60, "machine": parts, "nonce": b64(r.randbytes(32)), "product": asked}  # fmt: skip
+        k = r.randint(1, len(parts))
+        if asked != terms["product"]:
+            with raises(ValueError, f"issuer.respond must refuse a challenge for {asked!r} answered with terms for {terms['product']!r}"):  # fmt: skip
+                issuer.respond(jcs(ch).decode(), terms, k, "act", any_zone(r, now), path)
+            continue
+        got = check_signed(formats, issuer.respond(jcs(ch).decode(), terms, k, "act", any_zone(r, now), path), pub, "issuer.respond")  # fmt: skip
+        assert type(got) is dict and all(
+            same(got.get(n), ch[n]) for n in ("nonce", "machine", "product")
+        ), (  # fmt: skip
+            f"issuer.respond on the challenge {ch!r}: the response's nonce, machine and product must be the challenge's, got {got!r}"
+        )
+        lic = check_signed(formats, got["license"], pub, "issuer.respond's license")
+        assert (
+            type(lic) is dict
+            and lic.get("product") == asked
+            and same(lic.get("machine"), {"k": k, "parts": parts})
+        ), (  # fmt: skip
+            f"issuer.respond on the challenge {ch!r} with k = {k}: the license must be for {asked!r} and bound to the challenge's parts with k = {k}, got {lic!r}"
+        )
