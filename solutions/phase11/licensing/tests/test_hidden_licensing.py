@@ -1763,6 +1763,28 @@ def test_verify_refuses_every_bad_field(verifier: Any, shop: Shop, machine: Any)
 
 
 @pytest.mark.kata_gate(
+    "verify_license refuses a good license inside its validity window or its grace period (max(not_before, issued) <= now < expiry + grace), bound to this machine or floating"
+)
+def test_verify_accepts_good_licenses(verifier: Any, shop: Shop, machine: Any) -> None:
+    r = shop.r
+    for _ in range(8):
+        p = shop.payload(grace=r.choice([r.randint(1, 40 * DAY), r.randint(1, 10**6)]))
+        here = None
+        if r.random() < 0.5:
+            comps = {f"{r.choice(['mac', 'disk', 'cpu'])}:{i}": rstr(r, 1, 8) for i in range(r.randint(1, 5))}  # fmt: skip
+            k = r.randint(1, len(comps))
+            p["machine"] = {"k": k, "parts": machine.digest_parts(comps, p["product"])}
+            here = {**comps, **{n: comps[n] + "'" for n in r.sample(sorted(comps), len(comps) - k)}}
+        text, lo, e, g = shop.sign(p), max(p["not_before"], p["issued"]), p["expiry"], p["grace"]
+        for t in (lo, r.randint(lo, e - 1), e - 1, e, r.randint(e, e + g - 1), e + g - 1):
+            v = verifier.verify_license(text, shop.ring(), p["product"], any_zone(r, t), here)
+            want = "valid" if t < e else "grace"
+            assert getattr(v, "status", None) in ("valid", "grace"), (
+                f"verify_license on a good license at {t} (not_before {p['not_before']}, issued {p['issued']}, expiry {e}, grace {g}, machine {p['machine']!r}): expected {want}, got {v!r}"
+            )
+
+
+@pytest.mark.kata_gate(
     "verify_license accepts a payload that is not the canonical encoding of a fresh license (whitespace, key order, an escaped character, a number form, a duplicate key, NFD), signed or not, or the signed text re-framed (CRLF, blank space, base64 padding or unused bits)"
 )
 def test_verify_refuses_any_respelling(verifier: Any, shop: Shop, formats: Any) -> None:
@@ -1813,3 +1835,24 @@ def test_issue_respond_only_for_its_challenge(issuer: Any, formats: Any, machine
         ), (  # fmt: skip
             f"issuer.respond on the challenge {ch!r} with k = {k}: the license must be for {asked!r} and bound to the challenge's parts with k = {k}, got {lic!r}"
         )
+
+
+@pytest.mark.kata_gate(
+    "Activator.complete refuses a good response to one of its pending challenges, within its ttl, when other challenges were made after it"
+)
+def test_activation_accepts_any_pending_challenge(field: Field, formats: Any) -> None:
+    r, t = field.r, field.shop.now
+    for _ in range(3):
+        n = r.randint(2, 4)
+        chs = [field.challenge(t + i) for i in range(n)]
+        order = list(range(n))
+        r.shuffle(order)
+        for j in order:
+            resp = field.respond(chs[j], t + n)
+            try:
+                field.act.complete(resp, any_zone(r, t + n + 1))
+            except formats.ActivationError as e:
+                raise AssertionError(
+                    f"Activator.complete refused ({e.reason!r}) a good response to challenge {j + 1} of {n} made at {t}..{t + n - 1} (ttl {field.ttl}), answered at {t + n + 1} in the order {[o + 1 for o in order]}"
+                ) from None
+        t += DAY
