@@ -901,18 +901,27 @@ def test_verify_reasons(verifier: Any, clockguard: Any, shop: Shop, formats: Any
         ("revocations", "a forged revocation list", shop.sign(p), {"revocations": shop.sign(crl([], 3), key=Ed25519PrivateKey.generate())}),
         ("not-yet-valid", "a license before not_before", shop.sign({**p, "not_before": now + 10, "issued": now - 10, "expiry": now + DAY}), {}),
         ("expired", "a license after its grace", shop.sign({**p, "expiry": now - 10, "grace": 5, "not_before": now - DAY, "issued": now - DAY}), {}),
-        ("rollback", "a license issued a day after now", shop.sign({**p, "issued": now + DAY, "expiry": now + 2 * DAY}), {}),
     ]  # fmt: skip
     for reason, what, text, kw in cases:
         expect(verifier.verify_license(text, shop.ring(), p["product"], any_zone(r, now), **kw), "refused", reason, what)  # fmt: skip
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now), revocations=shop.sign(crl(["other"], 2))), "valid", "", "a license not on the revocation list")  # fmt: skip
     guard = clockguard.ClockGuard(tmp_path / "g", r.randbytes(32), 300)
+    zone = r.choice(ZONES)  # one zone with a guard: a ClockGuard's zone mistake is the clock task's
+    same_list = shop.sign(crl([], 4))
+    for i in range(3):  # a client re-verifies at every start with the list it has
+        expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], at(now - i, zone), revocations=same_list, guard=guard), "valid", "", f"the same revocation list (serial 4) seen for the {i + 1}. time")  # fmt: skip
+
+
+def test_clock_verify_reasons(verifier: Any, clockguard: Any, shop: Shop, tmp_path: Path) -> None:
+    """verify_license's rollback refusals (README steps 1 and 11) and the tolerance."""
+    r = shop.r
+    p = shop.payload()
+    now = p["expiry"] - 1
+    expect(verifier.verify_license(shop.sign({**p, "issued": now + DAY, "expiry": now + 2 * DAY}), shop.ring(), p["product"], any_zone(r, now)), "refused", "rollback", "a license issued a day after now, no guard")  # fmt: skip
+    guard = clockguard.ClockGuard(tmp_path / "g", r.randbytes(32), 300)
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now), guard=guard), "valid", "", "a good license with a fresh guard")  # fmt: skip
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - 301), guard=guard), "refused", "rollback", "a clock 301 s behind the mark (tolerance 300)")  # fmt: skip
     expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - 300), guard=guard), "valid", "", "a clock 300 s behind the mark (tolerance 300)")  # fmt: skip
-    same_list = shop.sign(crl([], 4))
-    for i in range(3):  # a client re-verifies at every start with the list it has
-        expect(verifier.verify_license(shop.sign(p), shop.ring(), p["product"], any_zone(r, now - i), revocations=same_list, guard=guard), "valid", "", f"the same revocation list (serial 4) seen for the {i + 1}. time")  # fmt: skip
 
 
 @pytest.mark.kata_gate(
@@ -1893,3 +1902,33 @@ def test_clock_mac_tag_is_long(clockguard: Any, formats: Any, tmp_path: Path) ->
     assert bits >= 100, (
         f"ClockGuard: its state file (mark {t}) written under 128 keys differs, in the bytes that observe checks, by about {bits:.0f} bits: a MAC tag that short can be found by trying (HMAC-SHA256, whole)"
     )
+
+
+@pytest.mark.kata_gate(
+    "ClockGuard.observe's decision changes with the time zone the same instant `now` is written in (a mark kept in one zone's wall-clock time)"
+)
+def test_clock_now_in_any_zone(clockguard: Any, formats: Any, tmp_path: Path) -> None:
+    r = random_for()
+    for run in range(4):
+        key, tol = r.randbytes(32), r.choice([0, 60, 300, 3600])
+        t = r.randint(1_700_000_000, 2_000_000_000)
+        east, west = r.choice([14.0, 12.75, 9.0]), r.choice([-12.0, -9.5, -8.0])
+        fwd, back = tmp_path / f"fwd{run}", tmp_path / f"back{run}"
+        clockguard.ClockGuard(fwd, key, tol).observe(at(t, east))
+        later = t + r.randint(1, 3600)
+        try:
+            got = clockguard.ClockGuard(fwd, key, tol).observe(at(later, west))
+        except formats.ClockRollback:
+            got = "ClockRollback"
+        assert got == later, (
+            f"ClockGuard (tolerance {tol}) after observe({t}) written in UTC{east:+}, restarted: observe({later}) written in UTC{west:+} is a clock moving forward; expected the mark {later}, got {got!r}"
+        )
+        clockguard.ClockGuard(back, key, tol).observe(at(t, west))
+        early = t - tol - r.randint(1, 3 * 3600)
+        try:
+            clockguard.ClockGuard(back, key, tol).observe(at(early, east))
+        except formats.ClockRollback:
+            continue
+        raise AssertionError(
+            f"ClockGuard (tolerance {tol}) after observe({t}) written in UTC{west:+}, restarted: accepted observe({early}) written in UTC{east:+}, {t - early} s before the mark"
+        )
