@@ -238,11 +238,24 @@ def job_name(r: random.Random) -> str:
     )
 
 
+def poke_bad(live: Any, r: random.Random, where: str) -> None:
+    """One body API.md refuses (BAD_JOBS, at random): 400, and nothing changes (the model is
+    compared after it)."""
+    what, body = r.choice(BAD_JOBS)
+    a = live.call("POST", "/v1/jobs", body)
+    assert a.status == 400, (
+        f"POST /v1/jobs with {what} ({json.dumps(body)[:80]}) should be 400 ({where}), got "
+        f"{a.status} {a.text[:200]}"
+    )
+
+
 def random_walk(live: Any, model: Model, r: random.Random, steps: int, lose_nodes: bool) -> None:
     """Random submits, finishes, runner failures, cancels (and node losses), each followed by a
     comparison with the model."""
     largest = max(n.gpus for n in model.nodes.values())
     for step in range(steps):
+        if r.random() < 0.15:
+            poke_bad(live, r, f"step {step}")
         op = r.random()
         running = [j for j in model.jobs if j.state == "running"]
         if op < 0.45 or not model.jobs:
@@ -326,6 +339,7 @@ def test_jobs_priority_order_when_capacity_frees(
     for i, p in enumerate(prios):
         live.ok("POST", "/v1/jobs", {"name": f"waiter-{i}", "gpus": gpus, "priority": p}, want=201)
         model.submit(f"waiter-{i}", gpus, p)
+    poke_bad(live, r, "with jobs waiting")
     for _ in range(len(prios)):
         running = next(j for j in model.jobs if j.state == "running")
         live.runner.finish(running.id)
@@ -357,6 +371,7 @@ def test_jobs_scheduler_answers_are_checked(make_live: Any, kata_random: random.
     since = len(
         live.scheduler.calls
     )  # on-a has attempts left: pending, but the scheduler keeps naming n-a
+    poke_bad(live, r, "after a node loss")
     answers = ["n-a", "n-c", "nowhere", 7, "N-B", None]
     r.shuffle(answers)
     for i, a in enumerate(answers):
