@@ -42,12 +42,24 @@ class Response:
 
 class PlatformServer(ThreadingHTTPServer):
     daemon_threads = True
-    block_on_close = True  # server_close() joins the request threads
+    block_on_close = False  # stop() joins the request threads itself, within a deadline
     kata_raised: dict[str, BaseException]
     kata_thread: threading.Thread
+    kata_requests: list[threading.Thread]
+    kata_lock: threading.Lock
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """ThreadingMixIn's, keeping each request's thread for stop() to join (a request stuck
+        in a deadlock of yours cannot hold stop() forever: the thread is a daemon)."""
+        t = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
+        with self.kata_lock:
+            self.kata_requests = [r for r in self.kata_requests if r.is_alive()] + [t]
+        t.start()
 
     def keep(self, exc: BaseException) -> str:
-        with self._lock:
+        with self.kata_lock:
             key = str(len(self.kata_raised) + 1)
             self.kata_raised[key] = exc
         return key
@@ -117,7 +129,8 @@ def serve(routes: Any, platform: Any, port: int = 0, host: str = "127.0.0.1") ->
     returns."""
     server = PlatformServer((host, port), _handler(routes, platform))
     server.kata_raised = {}
-    server._lock = threading.Lock()  # type: ignore[attr-defined]
+    server.kata_requests = []
+    server.kata_lock = threading.Lock()
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
     )
@@ -127,7 +140,9 @@ def serve(routes: Any, platform: Any, port: int = 0, host: str = "127.0.0.1") ->
 
 
 def stop(server: PlatformServer, timeout: float = 5.0) -> None:
-    """Stop serving, close the listening socket and the request threads, join the thread."""
+    """Stop serving, close the listening socket, join the threads (each within `timeout`)."""
     server.shutdown()
     server.server_close()
     server.kata_thread.join(timeout)
+    for t in list(server.kata_requests):
+        t.join(timeout)

@@ -190,10 +190,18 @@ class Live:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=20) as r:
+            with urllib.request.urlopen(req, timeout=10) as r:
                 status, payload, headers = r.status, r.read(), dict(r.headers)
         except urllib.error.HTTPError as e:
             status, payload, headers = e.code, e.read(), dict(e.headers)
+        except (TimeoutError, urllib.error.URLError) as e:
+            reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError):
+                raise AssertionError(
+                    f"{method} {path}: no answer within 10 s; is a request thread stuck on the "
+                    f"platform's lock (a Lock taken twice) or in a loop?"
+                ) from None
+            raise AssertionError(f"{method} {path}: the request failed: {reason}") from None
         key = headers.get("X-Kata-Raised")
         if key is not None:
             self.seen_raised.add(key)
