@@ -64,8 +64,9 @@ RULES_BY_SUFFIX = {
     ".cu": "cpp",
     ".cuh": "cpp",
     ".rs": "rust",
+    ".ts": "javascript",  # TypeScript (phase 12's CLI): JavaScript's rules, checked by tsc
 }
-_C_LIKE = ("c", "cpp", "rust")
+_C_LIKE = ("c", "cpp", "rust", "javascript")
 
 CAUGHT, TIMEOUT, DENTED, UNNOTICED, EQUIVALENT, UNJUDGED = (
     "caught", "timeout", "dented", "unnoticed", "equivalent", "unjudged",
@@ -276,6 +277,10 @@ class Validity:
             return False  # a comment or whitespace: the same program
         if suffix == ".rs":
             return self._rust_ok(m.file, text)
+        if suffix == ".ts":
+            if m.file not in self._native_ok:
+                self._native_ok[m.file] = self._ts_ok(m.file, self.sources[m.file])
+            return not self._native_ok[m.file] or self._ts_ok(m.file, text)
         if suffix in (".c", ".h", ".cpp", ".cc", ".hpp", ".cu", ".cuh"):
             if (
                 m.file not in self._native_ok
@@ -311,6 +316,32 @@ class Validity:
             proc = subprocess.run(cmd, cwd=self._crate, capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired):
             return False
+        return proc.returncode == 0
+
+    def _ts_ok(self, file: str, text: str) -> bool:
+        """tsc's type check (`--noEmit`) of the TypeScript project around `file` (the nearest
+        directory above it with a tsconfig.json: the kata's files, the reference's over them)
+        with `text` as `file`; True where node or tsc is missing (nothing to check with)."""
+        from .toolchain import find_tool
+
+        node, tsc = find_tool("node"), find_tool("tsc")
+        rel = Path(file)
+        root = next((p for p in rel.parents if any((d / p / "tsconfig.json").is_file()
+                                                   for d in self.include_dirs)), None)  # fmt: skip
+        if node is None or tsc is None or root is None:
+            return True
+        with tempfile.TemporaryDirectory(prefix="kata-mutant-ts-") as tmp:
+            project = Path(tmp) / "project"
+            for d in reversed(self.include_dirs):  # the reference's files over the kata's
+                if (d / root).is_dir():
+                    shutil.copytree(d / root, project, dirs_exist_ok=True,
+                                    ignore=shutil.ignore_patterns("node_modules", "dist"))  # fmt: skip
+            (project / rel.relative_to(root)).write_text(text, encoding="utf-8")
+            cmd = [str(node), os.path.realpath(tsc), "-p", "tsconfig.json", "--noEmit"]
+            try:
+                proc = subprocess.run(cmd, cwd=project, capture_output=True, timeout=120)
+            except (OSError, subprocess.TimeoutExpired):
+                return False
         return proc.returncode == 0
 
     def close(self) -> None:

@@ -242,3 +242,30 @@ def test_build_typescript_compiles_into_the_cache_and_reports_errors(tmp_path: P
         trim_tsc_output(log)
         == "src/a.ts(1,1): error TS1: one\n  more\nsrc/b.ts(2,2): error TS2: two"
     )
+
+
+@pytest.mark.skipif(not _has_node(), reason="needs the node capability (Node.js and tsc)")
+def test_typescript_mutants_are_made_and_checked_by_tsc(tmp_path: Path) -> None:
+    """.ts learner files get JavaScript's rules; a mutant that tsc rejects is not run."""
+    from harness import mutants
+
+    kata, ref = tmp_path / "kata", tmp_path / "ref"
+    (kata / "cli" / "src").mkdir(parents=True)
+    (ref / "cli" / "src").mkdir(parents=True)
+    (kata / "cli" / "tsconfig.json").write_text(json.dumps({"compilerOptions": {
+        "strict": True, "types": [], "lib": ["ES2022"], "target": "ES2022"},
+        "include": ["src/*.ts"]}))  # fmt: skip
+    text = "export function f(a: number, b: number): number {\n  return a < b ? a : b;\n}\n"
+    (ref / "cli" / "src" / "f.ts").write_text(text)
+    made = mutants.candidates("cli/src/f.ts", text)
+    assert any(m.replacement.strip() == "return a <= b ? a : b;" for m in made), made
+    valid = mutants.Validity({"cli/src/f.ts": text}, [ref, kata])
+    try:
+        ok = next(m for m in made if m.replacement.strip() == "return a <= b ? a : b;")
+        assert valid(ok), "a mutant tsc accepts is run"
+        bad = mutants.Mutant(
+            "cli/src/f.ts", 2, "  return a < b ? a : b;", '  return "a";', "x", 1, 1
+        )
+        assert not valid(bad), "a mutant that does not type-check (string for number) is not run"
+    finally:
+        valid.close()
