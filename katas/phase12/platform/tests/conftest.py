@@ -447,6 +447,7 @@ class FakePlatform:
         self.requests: list[Recorded] = []
         self.answers: dict[tuple[str, str], tuple[int, bytes, str]] = {}
         self.hanging: set[str] = set()
+        self.delays: dict[str, float] = {}
         self.release = threading.Event()
         self.lock = threading.Lock()
         fake = self
@@ -480,6 +481,7 @@ class FakePlatform:
                 with fake.lock:
                     fake.requests.append(rec)
                     hang = self.path in fake.hanging
+                    delay = fake.delays.get(self.path, 0.0)
                     status, data, ctype = fake.answers.get(
                         (self.command, self.path),
                         (404, json.dumps({"error": f"no route {self.path}"}).encode(), "application/json"),
@@ -487,6 +489,8 @@ class FakePlatform:
                 if hang:
                     fake.release.wait(CLI_WAIT_S + 10)
                     return
+                if delay:
+                    fake.release.wait(delay)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
@@ -513,6 +517,11 @@ class FakePlatform:
     def hang(self, target: str) -> None:
         with self.lock:
             self.hanging.add(target)
+
+    def slow(self, target: str, seconds: float) -> None:
+        """Answer `target` only after `seconds` (a slow server, not a silent one)."""
+        with self.lock:
+            self.delays[target] = seconds
 
     def take(self) -> list[Recorded]:
         """The requests received since the last take()."""

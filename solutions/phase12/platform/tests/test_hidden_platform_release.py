@@ -22,7 +22,11 @@ FUNCTION_WORDS = frozenset(
     "the a an is are was be to of and or in on at for with when if it its this that these by as "
     "from not no so then than each every into we our you your they their".split()
 )
-PLACEHOLDER = re.compile(r"\b(TODO|TBD|FIXME)\b|\bXXX\b|lorem ipsum|\.\.\.|…", re.I)
+PLACEHOLDER = re.compile(
+    r"\b(TODO|TBD|FIXME)\b|\bXXX\b|lorem ipsum|\.\.\.|…|\bto be (written|done|decided|completed|filled)\b"
+    r"|\b(coming soon|left blank|placeholder|fill (this|me) in|write (this|me))\b",
+    re.I,
+)
 SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
@@ -64,6 +68,7 @@ def test_release_sections_are_prose(release_docs: Any, release_kit: Any) -> None
     }
     for name, book in _runbooks(release_docs, kit).items():
         docs[f"RUNBOOK.md, runbook {name}"] = book
+    seen: dict[str, str] = {}
     for where, sections in docs.items():
         required = (
             NOTES if where.startswith("notes") else DESIGN if where == "DESIGN.md" else RUNBOOK
@@ -72,6 +77,9 @@ def test_release_sections_are_prose(release_docs: Any, release_kit: Any) -> None
             assert title in sections, f"{where}: the section `## {title}` is missing"
             why = _prose_problem(sections[title])
             assert why is None, f"{where}: the section `## {title}` is not written out: {why}"
+            same = " ".join(re.findall(r"[a-z0-9]+", sections[title].lower()))
+            assert same not in seen, f"{where}: the section `## {title}` says word for word what {seen.get(same)} says"  # fmt: skip
+            seen[same] = f"{where}'s `## {title}`"
 
 
 @pytest.mark.kata_gate("a document names a metric, recording rule, endpoint or platformctl command that the platform does not have")  # fmt: skip
