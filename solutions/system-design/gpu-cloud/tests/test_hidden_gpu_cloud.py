@@ -7,6 +7,7 @@ for."""
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from typing import Any
 
@@ -18,8 +19,18 @@ from harness.testing import random_for
 SHAPES = (1, 2, 4, 8)
 
 
+def is_int(a: Any) -> bool:
+    """A whole number as the docstrings ask (int, or a numpy integer), never a float or a bool."""
+    return isinstance(a, numbers.Integral) and not isinstance(a, bool)
+
+
+def is_real(a: Any) -> bool:
+    """A number (int, float, numpy's, Fraction), never a bool."""
+    return isinstance(a, numbers.Real) and not isinstance(a, bool)
+
+
 def close(a: Any, b: float, rel: float = 1e-9, abs_tol: float = 1e-9) -> bool:
-    return type(a) in (float, int) and math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
+    return is_real(a) and math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
 
 
 # --------------------------------------------------------------------------- pack
@@ -60,14 +71,14 @@ def test_pack_any_fleet(gc: Any) -> None:
         want = o_blocks(busy, size)
         unaligned += want != (8 - bin(busy).count("1")) // size
         got = gc.free_blocks(busy, size)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"free_blocks(busy={busy:#010b}, size={size}) = {got!r}; {want} aligned blocks are free"
         )
         fleet = [a_mask(r) for _ in range(r.randint(1, 12))]
         free = sum(8 - bin(b).count("1") for b in fleet)
         want = free - size * sum(o_blocks(b, size) for b in fleet)
         got = gc.stranded_gpus(fleet, size)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"stranded_gpus({[f'{b:#010b}' for b in fleet]}, size={size}) = {got!r}; want {want}"
         )
         counts = {
@@ -79,7 +90,7 @@ def test_pack_any_fleet(gc: Any) -> None:
         want = o_nodes(counts)
         mixed += sum(-(-s * n // 8) for s, n in counts.items()) > want
         got = gc.nodes_for(counts)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"nodes_for({counts}) = {got!r}; an aligned placement, largest first, needs {want}"
         )
     assert unaligned > 20 and mixed > 20, (
@@ -211,13 +222,13 @@ def test_transfer_any_bill(gc: Any, cl: Any) -> None:
         partial_gb += nbytes % 10**9 != 0
         want = o_bill(nbytes, tiers)
         got = gc.egress_micro_usd(nbytes, tiers)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"egress_micro_usd({nbytes}, {tiers}) = {got!r}; want {want}"
         )
         want = o_bill(nbytes, cl.AWS_EGRESS)
         crossed += nbytes > 10 * 10**12
         got = gc.egress_micro_usd(nbytes)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"egress_micro_usd({nbytes}) (AWS's list) = {got!r}; want {want}"
         )
         ckpt, per_day, days = (
@@ -228,7 +239,7 @@ def test_transfer_any_bill(gc: Any, cl: Any) -> None:
         want = o_bill(ckpt * per_day * days, tiers)
         per_copy_differs += want != o_bill(ckpt, tiers) * per_day * days
         got = gc.monthly_checkpoint_egress_micro_usd(ckpt, per_day, days, tiers)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"monthly_checkpoint_egress_micro_usd({ckpt}, {per_day}, {days}, {tiers}) = {got!r}; "
             f"want {want}"
         )
@@ -287,16 +298,16 @@ def test_reserve_any_curve(gc: Any) -> None:
         reserved = r.randint(0, max(demand) + 5)
         want = reserved * len(demand) * pr + po * sum(max(0, d - reserved) for d in demand)
         got = gc.fleet_cost(demand, reserved, pr, po)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"fleet_cost({demand}, {reserved}, {pr}, {po}) = {got!r}; want {want}"
         )
         best = int(np.argmin(costs))  # the first of equal minima: the fewest GPUs
         seen["tie"] += int((costs == costs[best]).sum() > 1)
         seen["none" if best == 0 else "peak" if best == max(demand) else "inner"] += 1
         got = gc.best_reserved(demand, pr, po)
-        assert type(got) is int and got == best, (
+        assert is_int(got) and got == best, (
             f"best_reserved({demand}, {pr}, {po}) = {got!r}; the cheapest is {best} GPUs "
             f"({int(costs[best])} micro-dollars; {got!r} GPUs cost "
-            f"{int(costs[got]) if type(got) is int and 0 <= got < len(costs) else '?'})"
+            f"{int(costs[got]) if is_int(got) and 0 <= got < len(costs) else '?'})"
         )
     assert min(seen.values()) > 5, f"the random set covers every kind of optimum: {seen}"

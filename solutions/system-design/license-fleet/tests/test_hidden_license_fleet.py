@@ -7,6 +7,7 @@ contains the cases it exists for."""
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 from typing import Any
 
@@ -17,8 +18,18 @@ from harness.testing import random_for
 SIG = 64  # Ed25519
 
 
+def is_int(a: Any) -> bool:
+    """A whole number as the docstrings ask (int, or a numpy integer), never a float or a bool."""
+    return isinstance(a, numbers.Integral) and not isinstance(a, bool)
+
+
+def is_real(a: Any) -> bool:
+    """A number (int, float, numpy's, Fraction), never a bool."""
+    return isinstance(a, numbers.Real) and not isinstance(a, bool)
+
+
 def close(a: Any, b: float, rel: float = 1e-9, abs_tol: float = 1e-12) -> bool:
-    return type(a) in (float, int) and math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
+    return is_real(a) and math.isclose(a, b, rel_tol=rel, abs_tol=abs_tol)
 
 
 def smallest(lo: int, hi: int, ok: Any) -> int:
@@ -57,7 +68,7 @@ def test_load_any_fleet(lf: Any, fl: Any) -> None:
         n = f.nodes * (1 if f.node_agent else f.procs_per_node)
         seen["agent" if f.node_agent and f.procs_per_node > 1 else "procs"] += 1
         got = lf.clients(f)
-        assert type(got) is int and got == n, f"clients({f}) = {got!r}; want {n}"
+        assert is_int(got) and got == n, f"clients({f}) = {got!r}; want {n}"
         got = lf.steady_qps(f)
         assert close(got, n / f.renew_s), f"steady_qps({f}) = {got!r}; want {n / f.renew_s}"
         jitter = r.choice([0, 1, r.randint(2, 600), r.randint(2, 100_000)])
@@ -65,7 +76,7 @@ def test_load_any_fleet(lf: Any, fl: Any) -> None:
         seen["no-jitter"] += jitter <= 1
         seen["uneven"] += jitter > 1 and n % jitter != 0
         got = lf.herd_peak(f, jitter)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"herd_peak({f}, jitter_s={jitter}) = {got!r}; the busiest second gets {want}"
         )
         cap = r.choice([r.randint(1, 5_000), max(n // r.randint(1, 50), 1), n, 10 * n + 1])
@@ -77,7 +88,7 @@ def test_load_any_fleet(lf: Any, fl: Any) -> None:
         want = smallest(1, n + 1, lambda j, n=n, cap=cap: max(o_per_second(n, j)) <= cap)
         seen["exact" if n % cap == 0 else "inexact"] += 1
         got = lf.jitter_for(f, cap)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"jitter_for({f}, capacity_qps={cap}) = {got!r}; the smallest jitter whose busiest "
             f"second fits is {want}"
         )
@@ -111,7 +122,7 @@ def test_revocation_any_path(lf: Any, fl: Any) -> None:
         p = a_path(fl, r)
         want = o_window(p)
         got = lf.revocation_window_s(p)
-        assert type(got) is int and got == want, f"revocation_window_s({p}) = {got!r}; want {want}"
+        assert is_int(got) and got == want, f"revocation_window_s({p}) = {got!r}; want {want}"
         rest = want - p.lease_s
         target = r.choice([rest, rest + 1, rest + r.randint(2, 10**6), r.randint(0, rest + 10)])
         edge += target in (rest, rest + 1)
@@ -129,7 +140,7 @@ def test_revocation_any_path(lf: Any, fl: Any) -> None:
         none += want_lease is None
         some += want_lease is not None
         got = lf.max_lease_s(p, target)
-        assert got == want_lease and type(got) in (int, type(None)), (
+        assert got == want_lease and (got is None or is_int(got)), (
             f"max_lease_s({p}, target_s={target}) = {got!r}; the longest lease within the target "
             f"is {want_lease}"
         )
@@ -245,10 +256,10 @@ def test_verify_any_load(lf: Any, fl: Any) -> None:
             else "partial"
         ] += 1  # noqa: E501
         got = lf.checks_per_verify(load)
-        assert type(got) is int and got == k, f"checks_per_verify({load}) = {got!r}; want {k}"
+        assert is_int(got) and got == k, f"checks_per_verify({load}) = {got!r}; want {k}"
         want = o_cores(load)
         got = lf.verify_cores(load)
-        assert type(got) is int and got == want, f"verify_cores({load}) = {got!r}; want {want}"
+        assert is_int(got) and got == want, f"verify_cores({load}) = {got!r}; want {want}"
     assert min(seen.values()) > 20, f"the random set covers every cache case: {seen}"
 
 
@@ -308,11 +319,11 @@ def test_crl_any_list(lf: Any, fl: Any) -> None:
         )
         want = crl.header_bytes + crl.entries * crl.entry_bytes + SIG
         got = lf.full_list_bytes(crl)
-        assert type(got) is int and got == want, f"full_list_bytes({crl}) = {got!r}; want {want}"
+        assert is_int(got) and got == want, f"full_list_bytes({crl}) = {got!r}; want {want}"
         changes = r.randint(0, 10_000)
         want = crl.header_bytes + changes * crl.entry_bytes + SIG
         got = lf.delta_bytes(crl, changes)
-        assert type(got) is int and got == want, (
+        assert is_int(got) and got == want, (
             f"delta_bytes({crl}, changes={changes}) = {got!r}; want {want}"
         )
         fanout = r.choice([2, 3, 5, 10, 16, 32, r.randint(2, 1000)])
@@ -322,7 +333,7 @@ def test_crl_any_list(lf: Any, fl: Any) -> None:
         depth = o_depth(nodes, fanout)
         partial += nodes % fanout ** (depth - 1) != 0 and nodes < fanout**depth
         got = lf.relay_depth(nodes, fanout)
-        assert type(got) is int and got == depth, (
+        assert is_int(got) and got == depth, (
             f"relay_depth(nodes={nodes}, fanout={fanout}) = {got!r}; want {depth}"
         )
         size, bw = r.choice([want, r.randint(1, 10**9)]), r.uniform(1e6, 1e11)
@@ -398,7 +409,7 @@ def test_seats_any_demand(lf: Any) -> None:
             continue  # too close to call in floats
         assert below <= target < above, "the oracle's seat count is exact"
         got = lf.seats_for(e, target)
-        assert type(got) is int and got == need, (
+        assert is_int(got) and got == need, (
             f"seats_for({e}, target={target}) = {got!r}; {need} seats block {float(below):.3g}, "
             f"{need - 1} block {float(above):.3g}"
         )
