@@ -36,7 +36,7 @@ def herd_peak(fleet: Fleet, jitter_s: int) -> int:
 
 def jitter_for(fleet: Fleet, capacity_qps: int) -> int:
     """The smallest jitter_s (>= 1) whose herd_peak is at most capacity_qps requests per
-    second."""
+    second. (A fleet has millions of clients: solve the ceiling for jitter_s, do not search.)"""
     return max(-(-clients(fleet) // capacity_qps), 1)
 
 
