@@ -660,11 +660,12 @@ def test_tracer_fails_safe_when_it_cannot_tell(program: Any, tools: Any, challen
 
 @pytest.mark.kata_gate(
     "after its answers, the program's readable memory still holds a secret written as hex, "
-    "reversed or UTF-16"
+    "base64, base32, reversed or UTF-16"
 )
 def test_failsafe_no_encoded_copy_left(program: Any, tools: Any, kata_random: Any) -> None:
     """Every secret answered, then the memory scanned for 12-byte pieces of each secret as hex
-    text (lower and upper case), reversed, and UTF-16LE: a copy kept in another form."""
+    text (lower and upper case), base64, base32, reversed, and UTF-16LE: a copy kept in another
+    form."""
     challenge = bytes(kata_random.getrandbits(8) for _ in range(16))
     found: dict[str, list[str]] = {}
     with program.serve() as server:
@@ -673,6 +674,8 @@ def test_failsafe_no_encoded_copy_left(program: Any, tools: Any, kata_random: An
             forms = {
                 "hex": s.hex().encode(),
                 "HEX": s.hex().upper().encode(),
+                "base64": base64.b64encode(s),
+                "base32": base64.b32encode(s),
                 "reversed": s[::-1],
                 "UTF-16LE": s.decode().encode("utf-16-le"),
             }
