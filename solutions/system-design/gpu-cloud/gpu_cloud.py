@@ -83,8 +83,6 @@ def egress_micro_usd(nbytes: int, tiers: tuple[Tier, ...] = AWS_EGRESS) -> int:
         room = left if tier.up_to_gb is None else min(left, tier.up_to_gb - done)
         bill += room * tier.micro_usd_per_gb
         left, done = left - room, done + room
-        if left == 0:
-            break
     return bill
 
 
