@@ -46,3 +46,22 @@ def test_every_chapter_has_its_readme(folder: Path) -> None:
         f"{readme.relative_to(ROOT)}'s 'The katas' table does not link {unlinked} "
         f"(a row with [{unlinked[0]}]({unlinked[0]}/README.md))"
     )
+
+
+def test_readme_commands_name_real_katas_and_tasks() -> None:
+    """`pytest katas/<...> --kata-task=T` in any README runs a kata that exists and a task it has
+    (a renamed task left a README pointing at nothing)."""
+    from harness.manifest import discover, load_manifest
+
+    tasks = {
+        k.relative_to(ROOT).as_posix(): {t.id for t in load_manifest(k).tasks}
+        for k in discover(ROOT)
+    }
+    wrong = []
+    for readme in [ROOT / "README.md", *sorted((ROOT / "katas").glob("**/README.md"))]:
+        text = readme.read_text(encoding="utf-8")
+        for m in re.finditer(r"pytest (katas/[\w/.-]+?)/? [^\n`]*?--kata-task[= ]([\w-]+)", text):
+            ids = tasks.get(m[1])
+            if ids is None or m[2] not in ids:
+                wrong.append(f"{readme.relative_to(ROOT)}: {m[0]!r}")
+    assert not wrong, "README commands name no such kata or task:\n  " + "\n  ".join(wrong)
