@@ -608,6 +608,30 @@ def test_failover_lost_node_never_used_again(make_live: Any, kata_random: random
     assert live.call("POST", "/v1/nodes/x-9/fail").status == 404, "no node x-9: 404"
 
 
+@pytest.mark.kata_gate("a percent-encoded node name or job id in the path is not decoded")
+def test_jobs_path_parameters_are_percent_decoded(
+    make_live: Any, kata_random: random.Random
+) -> None:
+    from urllib.parse import quote
+
+    odd = kata_random.choice(["rack 7/gpu-0", "n%41", "dgx:h100#3", "node?x=1"])
+    live = make_live(nodes=[("plain", 8), (odd, 8)])
+    live.ok("POST", "/v1/jobs", {"name": "a", "gpus": 8}, want=201)
+    live.ok("POST", "/v1/jobs", {"name": "b", "gpus": 8}, want=201)
+    on_odd = next(j["id"] for j in live.ok("GET", "/v1/jobs")["jobs"] if j["node"] == odd)
+    path = f"/v1/nodes/{quote(odd, safe='')}/fail"
+    node = live.ok("POST", path)
+    assert node.get("name") == odd and node.get("state") == "lost", (
+        f"POST {path} should lose the node named {odd!r} (path parameters are percent-decoded), got {node}"
+    )
+    job = live.ok("GET", f"/v1/jobs/{on_odd}")
+    assert job["state"] == "pending" and job["attempts"] == 1, (
+        f"{on_odd} ran on {odd!r}, lost: it waits for a node (the other is full): {job}"
+    )
+    got = live.ok("GET", "/v1/jobs/job%2D1")
+    assert got.get("id") == "job-1", f"GET /v1/jobs/job%2D1 is job-1 (%2D is '-'), got {got}"
+
+
 # ------------------------------------------------------------------------------ task license
 
 
@@ -1046,6 +1070,20 @@ def test_metrics_http_counts_random_traffic(
         )
         assert got_n == n == got_inf, (
             f'platform_http_request_duration_seconds for route {route!r}: _count and le="+Inf" should be {n}, got {got_n} and {got_inf}'
+        )
+    for route in per_route:
+        les = {
+            dict(labels)["le"]: v
+            for labels, v in kit.samples(
+                scraped, "platform_http_request_duration_seconds_bucket"
+            ).items()
+            if dict(labels).get("route") == route
+        }
+        bounds = sorted((float(le), v) for le, v in les.items())
+        counts = [v for _, v in bounds]
+        assert counts == sorted(counts) and len(counts) == 12, (
+            f"platform_http_request_duration_seconds_bucket for route {route!r}: one bucket per "
+            f"HTTP_BUCKETS bound and +Inf, cumulative (never decreasing with le): {bounds}"
         )
     elapsed = time.perf_counter() - t0  # every request was answered within the test's own time
     total = sum(kit.samples(scraped, "platform_http_request_duration_seconds_sum").values())
