@@ -71,5 +71,5 @@ def respond(
     response {"issued": now, "kid", "license", "machine", "nonce", "product"} carrying a license
     bound to the challenge's machine parts with threshold k. terms as issue_license's without
     "machine" (and its "product" must be the challenge's). ValueError for a challenge that is
-    not canonical JSON of exactly CHALLENGE_FIELDS."""
+    not canonical JSON of exactly CHALLENGE_FIELDS, or for terms of another product."""
     todo("respond")

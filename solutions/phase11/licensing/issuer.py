@@ -122,7 +122,7 @@ def respond(
     response {"issued": now, "kid", "license", "machine", "nonce", "product"} carrying a license
     bound to the challenge's machine parts with threshold k. terms as issue_license's without
     "machine" (and its "product" must be the challenge's). ValueError for a challenge that is
-    not canonical JSON of exactly CHALLENGE_FIELDS."""
+    not canonical JSON of exactly CHALLENGE_FIELDS, or for terms of another product."""
     ch = canonical.decode(challenge.encode("utf-8"))
     if type(ch) is not dict or set(ch) != set(CHALLENGE_FIELDS):
         raise ValueError("not an activation challenge")
