@@ -506,6 +506,9 @@ def test_issue_refuses_bad_terms(issuer: Any, machine: Any, vendor: Any, tmp_pat
         "a naive issued": {"issued": terms["issued"].replace(tzinfo=None)},
         "a non-NFC licensee": {"licensee": "Cafe\u0301"},
         "a binding with k above its parts": {"machine": {"k": 9, "parts": {"a": "00"}}},
+        "an empty id": {"id": ""},
+        "an empty licensee": {"licensee": ""},
+        "an empty product": {"product": ""},
     }
     for what, change in bad.items():
         with raises(ValueError, f"issue_license must refuse {what}"):
@@ -531,6 +534,24 @@ def test_issue_revocations_any(issuer: Any, formats: Any, vendor: Any, tmp_path:
         issuer.issue_revocations([], 0, at(1_900_000_000), "crl", path)
     with raises(ValueError, "issue_revocations must refuse an id that is not a string"):
         issuer.issue_revocations(["LIC-1", 7], 3, at(1_900_000_000), "crl", path)
+
+
+@pytest.mark.kata_gate(
+    'issue_revocations signs a list that does not name every id it was given under "revoked", or that carries another serial (a revoked license keeps running)'
+)
+def test_issue_revocations_name_every_id(issuer: Any, formats: Any, vendor: Any, tmp_path: Path) -> None:  # fmt: skip
+    r = random_for()
+    vendor.new_key("crl", 0)
+    path = str(vendor.pem("crl", tmp_path))
+    for _ in range(4):
+        ids = [f"LIC-{r.randrange(10**8):08d}" for _ in range(r.randint(1, 8))]
+        serial = r.randint(1, 10**6)
+        text = issuer.issue_revocations(ids, serial, any_zone(r, r.randint(1_700_000_000, 2_000_000_000)), "crl", path)  # fmt: skip
+        got = check_signed(formats, text, vendor.private["crl"].public_key(), "issue_revocations")
+        named = got.get("revoked") if type(got) is dict else None
+        assert type(named) is list and set(ids) <= set(named) and got.get("serial") == serial, (
+            f'issue_revocations({ids}, serial {serial}) signed {got!r}: its "revoked" must name every id given, with serial {serial}'
+        )
 
 
 def test_issue_respond_binds_the_challenge(issuer: Any, formats: Any, machine: Any, vendor: Any, tmp_path: Path) -> None:  # fmt: skip
