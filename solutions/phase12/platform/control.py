@@ -99,6 +99,7 @@ class Platform:
 
     def submit(self, body: object) -> dict[str, Any]:
         with self.lock:
+            self._reconcile()
             self._require(FEATURE_JOBS)
             b = _fields(body, ("name", "gpus"), ("priority",))
             name, gpus, priority = b["name"], b["gpus"], b.get("priority", 0)

@@ -265,11 +265,13 @@ def random_walk(live: Any, model: Model, r: random.Random, steps: int, lose_node
     """Random submits, finishes, runner failures, cancels (and node losses), each followed by a
     comparison with the model."""
     largest = max(n.gpus for n in model.nodes.values())
+    recent = None  # a job the runner just finished, not yet seen by a request
     for step in range(steps):
         if r.random() < 0.15:
             poke_bad(live, r, f"step {step}")
         op = r.random()
-        running = [j for j in model.jobs if j.state == "running"]
+        # running and not yet finished by the runner (a finish the platform has not seen)
+        running = [j for j in model.jobs if j.state == "running" and j.id not in model.outcomes]
         if op < 0.45 or not model.jobs:
             name, gpus, prio = job_name(r), r.randint(1, largest), r.randint(0, 9)
             body: dict[str, Any] = {"name": name, "gpus": gpus}
@@ -289,8 +291,11 @@ def random_walk(live: Any, model: Model, r: random.Random, steps: int, lose_node
             live.runner.finish(j.id, outcome)
             model.outcomes[j.id] = outcome
             where = f"step {step}: the runner finished {j.id} ({outcome})"
+            if r.random() < 0.5:
+                recent = j
+                continue  # the next request (a write, maybe) must see it without a GET first
         elif op < 0.85:
-            j = r.choice(model.jobs)
+            j = recent if recent is not None and r.random() < 0.7 else r.choice(model.jobs)
             want = model.cancel(j.id)
             got = live.call("DELETE", f"/v1/jobs/{j.id}")
             where = f"step {step}: DELETE /v1/jobs/{j.id}"
