@@ -292,8 +292,19 @@ def test_cli_errors_random_server_errors(cli: Any, fake_platform: Any, kata_rng:
         fake_platform.answer("POST", "/v1/jobs", status, {"error": sentence})
         run, _ = _run_one(cli, fake_platform, "jobs", "submit", "a", "--gpus", "1")
         assert run.code == 1, f"{run.said()}: the server answered {status}, expected exit 1"
-        assert sentence in run.stderr, f"{run.said()}: stderr should carry the sentence {sentence!r}"  # fmt: skip
+        line = _one_error_line(run, f"the server answered {status}")
+        want = f"error: {sentence} (HTTP {status})"
+        assert line.strip() == want, f"{run.said()}: stderr should be {want!r}"
         assert run.stdout == "", f"{run.said()}: stdout should be empty on an error"
+
+
+def _one_error_line(run: Any, what: str) -> str:
+    """The run's stderr, which CLI.md says is one `error: ...` line (not a stack trace)."""
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), (
+        f"{run.said()}: {what}; stderr should be one line `error: ...`, it has {len(lines)} lines"
+    )
+    return lines[0]
 
 
 # Integers CLI.md refuses that parseInt() takes (a number, then more) and that Number() takes.
@@ -310,14 +321,20 @@ def _bad_integer(rng: Any, family: tuple[str, ...]) -> str:
 def test_cli_errors_usage_errors_send_nothing(cli: Any, fake_platform: Any, kata_rng: Any) -> None:  # fmt: skip
     rng = kata_rng
     name, n = _label(rng), str(int(rng.integers(1, 99)))
+    # Three commands given one argument too many (each command counts its own).
+    every = [["health"], ["license"], ["generate", "--prompt-tokens", n, "--max-tokens", n],
+             ["jobs", "list"], ["jobs", "submit", name], ["jobs", "get", "job-1"],
+             ["jobs", "cancel", "job-1"], ["nodes", "list"], ["nodes", "fail", "node-1"]]  # fmt: skip
+    extra_args = [(every[int(i)], [_label(rng)]) for i in rng.permutation(len(every))[:3]]
     # CLI.md's usage errors by class; one random line of each group of a class (a class whose
     # lines a common parser takes only some of has a group for each: parseInt's, Number's).
     classes: dict[str, list[list[list[str]]]] = {
         "no command": [[[], ["jobs"], ["nodes"]]],
         "an unknown command": [[[_label(rng)], ["jobs", "frobnicate"], ["nodes", "drain", name]]],
-        "a missing or extra argument": [[["jobs", "get"], ["jobs", "get", "job-1", "job-2"],
-                                         ["jobs", "submit", "--gpus", n], ["license", "now"],
-                                         ["nodes", "fail"], ["health", name]]],
+        "a missing argument": [[["jobs", "get"], ["nodes", "fail"], ["jobs", "submit", "--gpus", n],
+                                ["jobs", "cancel"]]],
+        "an extra argument": [[[*cmd, *(["--gpus", n] if "submit" in cmd else []), *extra]]
+                              for cmd, extra in extra_args],
         "an option without its value": [[["jobs", "submit", name, "--gpus"], ["jobs", "list", "--state"]],
                                         [["health", "--server"], ["license", "--timeout"]]],
         "a required option missing": [[["jobs", "submit", name], ["generate", "--prompt-tokens", n],
@@ -331,8 +348,9 @@ def test_cli_errors_usage_errors_send_nothing(cli: Any, fake_platform: Any, kata
         "a path argument that is empty, . or ..": [[["jobs", "get", "."], ["nodes", "fail", "."]],
                                                    [["jobs", "cancel", ".."], ["nodes", "fail", ".."]],
                                                    [["jobs", "get", ""], ["jobs", "cancel", ""]]],
-        "an unknown option": [[["health", f"--{_label(rng)}"], ["jobs", "list", "--all"],
-                               ["nodes", "list", "--state", "ready"]]],
+        "an unknown option": [[["health", f"--{_label(rng)}"], ["jobs", "list", "--all"]],
+                              [["nodes", "list", "--state", "ready"], ["health", "--gpus", n],
+                               ["jobs", "get", "job-1", "--priority", n]]],
         "a bad --timeout": [[["--timeout", t, "health"] for t in ("0", "-1", "soon", "")],
                             [["--timeout", t, "license"] for t in ("1s", "2.5x")],
                             [["--timeout", "0x10", "health"]]],
@@ -348,15 +366,19 @@ def test_cli_errors_usage_errors_send_nothing(cli: Any, fake_platform: Any, kata
     assert run.code == 0 and "usage" in run.stdout.lower() and fake_platform.take() == [], (
         f"{run.said()}: --help prints the usage on stdout, exits 0 and sends nothing"
     )
+    usage = " ".join(run.stdout.split())
+    for command in ("health", "jobs list", "jobs submit", "jobs get", "jobs cancel", "nodes list",
+                    "nodes fail", "generate", "license"):  # fmt: skip
+        assert command in usage, f"{run.said()}: the usage does not name the command `{command}`"
 
 
 def test_cli_errors_unreachable_server_exits_1(cli: Any, cli_kit: Any) -> None:
     port = cli_kit.closed_port()
     run = cli.run("--server", f"http://127.0.0.1:{port}", "nodes", "list")
     assert run.code == 1, f"{run.said()}: nothing listens on port {port}, expected exit 1"
-    assert run.stdout == "" and f"127.0.0.1:{port}" in run.stderr, (
-        f"{run.said()}: stderr should name the URL it could not reach, stdout stay empty"
-    )
+    assert run.stdout == "", f"{run.said()}: stdout should stay empty"
+    line = _one_error_line(run, f"nothing listens on port {port}")
+    assert f"127.0.0.1:{port}" in line, f"{run.said()}: the error should name the URL it could not reach"  # fmt: skip
 
 
 @pytest.mark.kata_gate("platformctl does not keep to --timeout: it waits past it for a server that never answers, or gives up on one that answers within it")  # fmt: skip
@@ -367,6 +389,7 @@ def test_cli_errors_timeout_bounds_a_silent_server(cli: Any, fake_platform: Any,
     assert run.code == 1 and run.stdout == "", (
         f"{run.said()}: the server never answers; expected exit 1 after --timeout {timeout:g} s"
     )
+    _one_error_line(run, "the server never answers")
     assert run.seconds < timeout + 5, f"{run.said()}: it took {run.seconds:.1f} s with --timeout {timeout:g}"  # fmt: skip
     # A server that answers after `delay` s, well within a longer --timeout: the answer counts.
     delay = float(kata_rng.choice([0.6, 0.8, 1.0]))
@@ -386,3 +409,4 @@ def test_cli_errors_an_answer_that_is_not_json_exits_1(cli: Any, fake_platform: 
         assert run.code == 1 and run.stdout == "", (
             f"{run.said()}: the server answered {status} with HTML, expected exit 1 and no output"
         )
+        _one_error_line(run, f"the server answered {status} with HTML")
