@@ -418,7 +418,8 @@ from pathlib import Path  # noqa: E402
 CLI_SOURCES = ("cli/src/cli.ts", "cli/src/client.ts")  # yours
 CLI_GIVEN = ("cli/src/env.d.ts", "cli/src/todo.ts")
 CLI_EXIT_TODO = 3  # todo.ts's exit status
-CLI_WAIT_S = 20.0  # one platformctl run, start to exit (node starts in ~0.1 s)
+CLI_WAIT_S = 15.0  # one platformctl run, start to exit (node starts in ~0.1 s)
+CLI_WAIT_AFTER_HANG_S = 5.0  # once a run has hung, the module's later runs wait this long
 
 
 @dataclass
@@ -555,6 +556,7 @@ class Cli:
 
     def __init__(self, dist: Path, node: list[str]) -> None:
         self.dist, self.node = dist, node
+        self.hung = False  # a CLI that hung once costs little more: later runs wait less
 
     def run(self, *args: str, env: dict[str, str] | None = None, wait_s: float = CLI_WAIT_S) -> CliRun:  # fmt: skip
         from harness import KataTodo
@@ -564,6 +566,8 @@ class Cli:
             "LC_ALL": "C",
             "HOME": str(self.dist),
         }
+        if self.hung:
+            wait_s = min(wait_s, CLI_WAIT_AFTER_HANG_S)
         start = time.monotonic()
         try:
             proc = subprocess.run(
@@ -571,6 +575,7 @@ class Cli:
                 env={**base, **(env or {})}, timeout=wait_s, stdin=subprocess.DEVNULL, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:
+            self.hung = True
             raise AssertionError(
                 f"`platformctl {' '.join(args)}` did not exit within {wait_s:.0f} s"
             ) from None
