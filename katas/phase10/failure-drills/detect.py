@@ -26,7 +26,9 @@ class Detector:
     - nic-flap: policy.flap_count link-down events (the rise of link_downed since the port's
       previous sample, the first sample being the baseline; a counter that dropped was reset:
       its whole value is new) within policy.flap_window consecutive ticks (this tick and the
-      window - 1 before it); first_seen: the tick of the earliest event counted;
+      window - 1 before it); first_seen: the tick of the earliest event in the window at the
+      tick the rule first holds (every event in it counts, also when there are more than
+      flap_count, e.g. two flaps in the last tick);
     - disk-full: used_bytes >= policy.disk_full * size_bytes.
     Every other XID (13, 31, 43, 45, ...) is the application's error: no incident. An XID line
     names its GPU by PCI address ("PCI:0000:3b:00"), the inventory by nvidia-smi's bus id

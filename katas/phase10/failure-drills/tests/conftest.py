@@ -4,7 +4,10 @@ ground truth) and the runbook parser."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,19 +106,94 @@ def mitigation_steps(text: str) -> list[str]:
     return steps
 
 
+def _recorded(fleet: Any, sc: Any) -> tuple[list[Any], list[dict[str, Any]], dict[str, str]]:
+    """The scenario's telemetry, recorded before any detector runs, under fresh node names:
+    (the renamed inventory, each tick's renamed samples, alias -> real name). The Fleet that
+    played it is gone when this returns."""
+    fl = fleet.Fleet(sc)
+    ticks = []
+    for _ in range(sc.horizon):
+        ticks.append(fl.sample())
+        fl.advance()
+    salt = sum(ord(c) for n in sc.nodes for c in n.name)  # new names, stable per scenario
+    alias = {
+        n.name: f"host-{(salt * 7919 + k * 104729) % 1000003:06d}-{k}"
+        for k, n in enumerate(sc.nodes)
+    }
+    inventory = [dataclasses.replace(n, name=alias[n.name]) for n in sc.nodes]
+    renamed = [
+        {alias[name]: None if s is None else fleet.NodeSample(alias[name], s.tick, s.gpus, s.nics,
+                                                              s.disks, s.kernel_log)
+         for name, s in samples.items()}
+        for samples in ticks
+    ]  # fmt: skip
+    return inventory, renamed, {a: real for real, a in alias.items()}
+
+
+def _observe_all(detector_class: Any, inventory: list[Any], policy: Any,
+                 ticks: list[dict[str, Any]], out: list[Any], err: list[BaseException]) -> None:  # fmt: skip
+    try:
+        det = detector_class(inventory, policy)
+        for t, samples in enumerate(ticks):
+            out.extend((t, i) for i in det.observe(t, samples))
+    except BaseException as e:  # re-raised by the test's thread (KataTodo: "not started")
+        err.append(e)
+
+
+def detect_apart(fleet: Any, sc: Any, detector_class: Any) -> list[tuple[int, Any]]:
+    """Run `detector_class` on the scenario's telemetry where nothing else can be reached: the
+    samples are recorded first, the nodes renamed (as another fleet would name them), and the
+    detector is built and fed in a thread of its own (its callers' frames hold the samples
+    only). Returns (tick, incident) with the real node names back; an incident on a node the
+    detector was not given keeps a name that is no node's."""
+    # The recording is thousands of small acyclic objects that live through the detection:
+    # left to the collector they would be scanned (with the whole test session's heap) again
+    # and again. Frozen while the detector runs, unfrozen after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        inventory, ticks, real = _recorded(fleet, sc)
+        gc.freeze()
+    finally:
+        if collecting:
+            gc.enable()
+    out: list[tuple[int, Any]] = []
+    err: list[BaseException] = []
+    try:
+        worker = threading.Thread(target=_observe_all, args=(detector_class, inventory, sc.policy,
+                                                             ticks, out, err), daemon=True)  # fmt: skip
+        worker.start()
+        while worker.is_alive():  # a short join: the test's time limit (SIGALRM) still interrupts
+            worker.join(0.05)
+    finally:
+        gc.unfreeze()
+    if err:
+        raise err[0]
+    return [
+        (t, dataclasses.replace(i, node=real.get(i.node, f"<not a node of the drill: {i.node!r}>")))
+        if isinstance(getattr(i, "node", None), str)
+        else (t, i)
+        for t, i in out
+    ]
+
+
 @pytest.fixture(scope="module")
 def drill(fleet: Any) -> Callable[..., Any]:
-    """drill(scenario, detector=None, remediator_class=None, feed=None) -> (fleet, reported):
-    fleet.run with your Remediator built on the drill's own control API."""
+    """drill(scenario, detector_class=None, remediator_class=None, feed=None) -> (fleet,
+    reported). With detector_class: your Detector on the recorded telemetry under fresh node
+    names, in a thread of its own (detect_apart); fleet is then None. Else fleet.run with your
+    Remediator built on the drill's own control API, fed `feed`'s incidents."""
 
-    def play(sc: Any, detector: Any = None, remediator_class: Any = None, feed: Any = None) -> Any:
+    def play(sc: Any, detector_class: Any = None, remediator_class: Any = None,
+             feed: Any = None) -> Any:  # fmt: skip
+        if detector_class is not None:
+            return None, detect_apart(fleet, sc, detector_class)
         fl = fleet.Fleet(sc)
         rem = None if remediator_class is None else remediator_class(fl.control, sc.policy)
         seen: list[tuple[int, Any]] = []
         for t in range(sc.horizon):
             samples = fl.sample()
-            incs = list(detector.observe(t, samples)) if detector is not None else list(
-                (feed or {}).get(t, []))  # fmt: skip
+            incs = list((feed or {}).get(t, []))
             seen += [(t, i) for i in incs]
             if rem is not None:
                 rem.step(t, incs, samples)

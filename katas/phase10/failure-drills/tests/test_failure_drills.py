@@ -39,7 +39,7 @@ def test_detect_shipped_drill(
     detect: Any, fleet: Any, drill: Any, incidents_of: Any, kata_metrics: Any
 ) -> None:
     sc = fleet.random_scenario(SHIPPED)
-    _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+    _, seen = drill(sc, detector_class=detect.Detector)
     onset = {(f.kind, f.node, f.device): f.onset for f in sc.faults}
     for t, i in seen:  # time to detect, in ticks after the fault began (the report shows it)
         if (i.kind, i.node, i.device) in onset:
@@ -82,7 +82,7 @@ def test_detect_thermal_debounce(detect: Any, fleet: Any) -> None:
 
 def test_detect_noise_only(detect: Any, fleet: Any, drill: Any) -> None:
     sc = fleet.random_scenario(SHIPPED + 1, faults=0)
-    _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+    _, seen = drill(sc, detector_class=detect.Detector)
     assert seen == [], "a fleet with noise only (spikes, a single SBE, lone flaps, power capping)"
 
 

@@ -92,7 +92,7 @@ def test_detect_random_fleets(detect: Any, fleet: Any, drill: Any, kind: str, ka
     for seed in seeds(kata_rng, 3):
         plan = (*KINDS, kind)  # a fault of every kind, and a second one of `kind`
         sc = fleet.random_scenario(seed, plan=plan)
-        _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+        _, seen = drill(sc, detector_class=detect.Detector)
         got, want = incidents_of(seen), truth_key(fleet, sc)
         assert got == want, compare(got, want, f"fleet.random_scenario({seed}, plan={plan})")
         xids = {(f.node, f.device, f.kind): f.xid for f in sc.faults if f.xid is not None}
@@ -128,7 +128,7 @@ def test_detect_noise_is_no_incident(detect: Any, fleet: Any, drill: Any, kata_r
                         noise += got
                         break
         sc = dataclasses.replace(base, noise=tuple(noise))
-        _, seen = drill(sc, detector=detect.Detector(list(sc.nodes), sc.policy))
+        _, seen = drill(sc, detector_class=detect.Detector)
         assert not seen, (
             f"Detector.observe reported {[(t, i.kind, i.node, i.device) for t, i in seen][:5]} "
             f"on a fleet with noise only (fleet.random_scenario({seed}, faults=0) with noise on "
@@ -333,6 +333,30 @@ def test_detect_flap_boundary(detect: Any, fleet: Any, kata_rng: Any) -> None:
     )
 
 
+def test_detect_flap_first_seen_of_more_events(detect: Any, fleet: Any, kata_rng: Any) -> None:
+    """More than flap_count events in the window when the rule first holds (several flaps in
+    its last tick): first_seen is the earliest event in the window, not the flap_count-th
+    from the end (README: every event in the window counts)."""
+    for _ in range(3):
+        n = int(kata_rng.integers(2, 6))
+        w = int(kata_rng.integers(n + 2, 15))
+        first, last, k = 2, 2 + w - 1, int(kata_rng.integers(2, 4))
+        middle = sorted(
+            int(x) for x in kata_rng.choice(range(first + 1, last), n - 2, replace=False)
+        )
+        ticks = [first, *middle] + [last] * k  # n - 1 events before `last`, n - 1 + k at it
+        node, policy = one_node(fleet, flap_count=n, flap_window=w)
+        det = detect.Detector([node], policy)
+        samples = [sample(fleet, node, t, link=sum(1 for x in ticks if x <= t))
+                   for t in range(last + 3)]  # fmt: skip
+        got = feed(det, node, samples)
+        want = [(last, "nic-flap", "mlx5_1", first)]
+        assert got == want, (
+            f"Detector.observe with flap_count={n}, flap_window={w}, link-down events at ticks "
+            f"{ticks}: got {got}, expected {want} (first_seen: the earliest event in the window)"
+        )
+
+
 @pytest.mark.kata_gate(
     "thermal detection disagrees with the consecutive-samples rule (a run one sample short of "
     "thermal_ticks, a run broken by a missing sample, SW thermal slowdown and power capping)"
@@ -481,31 +505,68 @@ def test_remediate_verifies_from_samples(remediate: Any, fleet: Any, kata_rng: A
         )
 
 
+def fleetwide_alarm(fleet: Any, kata_rng: Any, seed: int) -> tuple[Any, str]:
+    """Incidents on every node but one at once (thermal, ecc, nic-flap, disk-full), the last
+    node in maintenance."""
+    base = fleet.random_scenario(seed, faults=0)
+    n = len(base.nodes)
+    hit = list(base.nodes[: n - 1])
+    at = int(kata_rng.integers(3, 20))
+    kinds = ["thermal", "ecc", "nic-flap", "disk-full"]
+    faults = []
+    for k, node in enumerate(hit):
+        kind = kinds[k % len(kinds)] if kata_rng.random() < 0.5 else "thermal"
+        dev = node.nics[0] if kind == "nic-flap" else "/" if kind == "disk-full" else "gpu1"
+        flaps = tuple(range(at, at + base.policy.flap_count)) if kind == "nic-flap" else ()
+        faults.append(fleet.Fault(kind, node.name, dev, at, flaps=flaps))
+    sc = dataclasses.replace(base, faults=tuple(faults), noise=(),
+                             maintenance=(base.nodes[-1].name,))  # fmt: skip
+    what = (f"{len(hit)} of {n} nodes with incidents at once, 1 in maintenance, cap "
+            f"{sc.policy.max_out(n)} (fleet.random_scenario({seed}, faults=0))")  # fmt: skip
+    return sc, what
+
+
+def cap_breaches(sc: Any, actions: list[Any]) -> list[str]:
+    """The cap rule alone, against the Remediator's own state at each action: a cordon that
+    makes more than max_out nodes cordoned (maintenance included), and a node whose first
+    action is an escalation while fewer than max_out were cordoned (it had a slot)."""
+    cap = sc.policy.max_out(len(sc.nodes))
+    out, seen, bad = set(sc.maintenance), set(), []
+    for a in actions:
+        if a.node not in seen:
+            seen.add(a.node)
+            if a.verb == "escalate" and len(out) < cap:
+                bad.append(f"tick {a.tick}: escalate({a.node}, {a.arg!r}) as its first action "
+                           f"with {len(out)} nodes cordoned, cap {cap}: a slot was free")  # fmt: skip
+        if a.verb == "cordon":
+            out.add(a.node)
+            if len(out) > cap:
+                bad.append(f"tick {a.tick}: cordon({a.node}) made {len(out)} cordoned, cap {cap}")
+        elif a.verb == "uncordon":
+            out.discard(a.node)
+    return bad
+
+
 @pytest.mark.kata_gate(
     "Remediator has more nodes cordoned than policy.max_out(nodes) when incidents arrive on "
-    "much of the fleet at once (maintenance nodes count), or escalates instead of cordoning "
-    "while the fleet is under the cap"
+    "much of the fleet at once (maintenance nodes count), or escalates a node's first incident "
+    "instead of cordoning it while fewer than max_out nodes are cordoned"
 )
-def test_remediate_fleetwide_alarm(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
-    for seed in seeds(kata_rng, 3):
-        base = fleet.random_scenario(seed, faults=0)
-        n = len(base.nodes)
-        hit = list(base.nodes[: n - 1])
-        at = int(kata_rng.integers(3, 20))
-        kinds = ["thermal", "ecc", "nic-flap", "disk-full"]
-        faults = []
-        for k, node in enumerate(hit):
-            kind = kinds[k % len(kinds)] if kata_rng.random() < 0.5 else "thermal"
-            dev = node.nics[0] if kind == "nic-flap" else "/" if kind == "disk-full" else "gpu1"
-            flaps = tuple(range(at, at + base.policy.flap_count)) if kind == "nic-flap" else ()
-            faults.append(fleet.Fault(kind, node.name, dev, at, flaps=flaps))
-        sc = dataclasses.replace(base, faults=tuple(faults), noise=(),
-                                 maintenance=(base.nodes[-1].name,))  # fmt: skip
-        v = judged(sc, remediate.Remediator)
-        what = (f"{len(hit)} of {n} nodes with incidents at once, 1 in maintenance, cap "
-                f"{sc.policy.max_out(n)} (fleet.random_scenario({seed}, faults=0))")  # fmt: skip
-        assert not v.cap, f"Remediator on {what}: {v.cap[:3]}"
-        check(v, what)
+def test_remediate_fleetwide_alarm(remediate: Any, fleet: Any, drill: Any, kata_rng: Any) -> None:
+    # Only the cap: the runbook's steps and their ticks on each node are
+    # test_remediate_fleetwide_alarm_steps (a step one tick late is no breach of the cap).
+    for seed in seeds(kata_rng, 2):
+        sc, what = fleetwide_alarm(fleet, kata_rng, seed)
+        fl, _ = drill(sc, remediator_class=remediate.Remediator, feed=fleet.truth_incidents(sc))
+        bad = cap_breaches(sc, fl.actions)
+        assert not bad, f"Remediator on {what}: {bad[:3]}"
+
+
+def test_remediate_fleetwide_alarm_steps(remediate: Any, fleet: Any, judged: Any,
+                                         kata_rng: Any) -> None:  # fmt: skip
+    for seed in seeds(kata_rng, 1):
+        sc, what = fleetwide_alarm(fleet, kata_rng, seed)
+        check(judged(sc, remediate.Remediator), what)
 
 
 def test_remediate_cap_frees_up(remediate: Any, fleet: Any, judged: Any, kata_rng: Any) -> None:
@@ -645,6 +706,33 @@ def test_runbooks_mitigation(runbooks: Any, books: Any) -> None:
         assert "`escalate`" in text, (
             f"runbooks.md, {kind}: Verification must say to `escalate` when the fix did not work"
         )
+
+
+@pytest.mark.kata_gate(
+    "the application-xid runbook's Detection does not name XIDs 13, 31 and 43 (45 may be named) "
+    "or names a node fault's XID, its Mitigation makes a control call or has no step, or it "
+    "never says to tell the job's owner"
+)
+def test_runbooks_application_xid(runbooks: Any, books: Any) -> None:
+    book = runbooks.get("application-xid", {})
+    app = books.xids_named(book.get("Detection", ""))
+    assert APP_XIDS_REQUIRED <= app <= APP_XIDS_ALLOWED, (
+        f"runbooks.md, application-xid: Detection names XIDs {sorted(app)}; it must name 13, 31 "
+        f"and 43 (45 may be named) and no node fault's XID"
+    )
+    mitigation = book.get("Mitigation", "")
+    calls = books.mitigation_steps(mitigation)
+    assert calls == [] and re.search(r"^\s*\d+[.)]\s", mitigation, flags=re.M), (
+        f"runbooks.md, application-xid: Mitigation must be a numbered list of manual steps with "
+        f"no control call (the node is fine); its control calls: {calls}"
+    )
+    told = (mitigation + " " + book.get("Escalation", "")).lower()
+    assert re.search(
+        r"\bown(er|ers|ing)\b|\buser|\bdeveloper|\bauthor|\bjob's|application team", told
+    ), (
+        "runbooks.md, application-xid: neither Mitigation nor Escalation says to tell the job's "
+        "owner (its owner, user, developer or author): the fault is in the application"
+    )
 
 
 @pytest.mark.kata_gate(
