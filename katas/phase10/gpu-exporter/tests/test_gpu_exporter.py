@@ -158,6 +158,20 @@ def test_collect_lost_gpu(sim: Any, make_exporter: Any) -> None:
     assert s.scrape_errors == 2, "one more failed read"
 
 
+def test_collect_gpu_failed_before_start(sim: Any, make_exporter: Any) -> None:
+    nvml = two_gpus(sim)
+    nvml.lose(0, error=sim.NVMLError_ResetRequired)  # since boot, before the exporter starts
+    e = make_exporter(nvml)  # must not raise: the other GPU is still worth exporting
+    s = e.collect()
+    assert not s.gpus[0].up and s.gpus[0].power_watts is None, "GPU 0 is down: no readings"
+    assert s.gpus[1].up and s.gpus[1].uuid == RTX, "GPU 1 is read as usual"
+    assert s.scrape_errors == 1, "one failed read"
+    nvml.reset(0)  # nvidia-smi -r: GPU 0 answers now
+    s = e.collect()
+    assert s.gpus[0].up and s.gpus[0].uuid == H100, "GPU 0 is back, with its identity"
+    assert s.gpus[0].power_watts == pytest.approx(612.345), "and its readings"
+
+
 def test_collect_reads_once(sim: Any, make_exporter: Any) -> None:
     nvml = two_gpus(sim)
     e = make_exporter(nvml)
