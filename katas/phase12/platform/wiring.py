@@ -149,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     comps = earlier(nodes, report) if args.earlier else simple(nodes)
     for line in report:
         print(line)
-    platform: Any = control.Platform(comps, nodes)
+    try:
+        platform: Any = control.Platform(comps, nodes)
+    except NotImplementedError as exc:  # harness.KataTodo: control.py is still a stub
+        print(f"control.py is not written yet ({exc}): nothing to serve")
+        return 1
     server = transport.serve(routes, platform, port=args.port)
     print(f"serving on http://127.0.0.1:{server.server_address[1]} (Ctrl-C stops)")
     try:
