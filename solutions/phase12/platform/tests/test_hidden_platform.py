@@ -503,6 +503,11 @@ def test_jobs_routes_and_errors(make_live: Any) -> None:
     assert live.ok("GET", "/v1/jobs?state=running")["jobs"][0]["id"] == "job-1", "?state=running"
     assert live.ok("GET", "/v1/jobs?state=done") == {"jobs": []}, "GET /v1/jobs?state=done: none"
     live.runner.finish("job-1")
+    a = live.call("DELETE", "/v1/jobs/job-1")  # no request in between: DELETE must ask the runner
+    assert a.status == 409, (
+        f"DELETE /v1/jobs/job-1 right after the runner finished it should be 409 (it is done), "
+        f"got {a.status} {a.text[:200]}"
+    )
     assert [j["id"] for j in live.ok("GET", "/v1/jobs?state=done")["jobs"]] == ["job-1"], (
         "GET /v1/jobs?state=done after job-1 finished"
     )
@@ -543,8 +548,16 @@ def test_failover_every_job_accounted_for(make_live: Any, kata_random: random.Ra
         on_it = sorted(
             i for i, j in before.items() if j["node"] == lost and j["state"] == "running"
         )
+        finished = on_it.pop(r.randrange(len(on_it))) if on_it else None
+        if finished is not None:  # finished just before the loss, no request in between
+            live.runner.finish(finished)
         live.ok("POST", f"/v1/nodes/{lost}/fail")
         after = {j["id"]: j for j in live.ok("GET", "/v1/jobs")["jobs"]}
+        if finished is not None:
+            assert after[finished]["state"] == "done", (
+                f"{finished} finished on {lost} just before the node was lost: it is done, not "
+                f"rescheduled; got {after[finished]}"
+            )
         assert set(after) == set(before), (
             f"after losing {lost}, jobs went missing: {set(before) - set(after)}"
         )
