@@ -245,9 +245,13 @@ def test_cli_commands_tables_on_random_jobs_and_nodes(cli: Any, fake_platform: A
 def test_cli_commands_lines_for_health_generate_license(cli: Any, fake_platform: Any, kata_rng: Any) -> None:  # fmt: skip
     rng = kata_rng
     version = f"{int(rng.integers(0, 9))}.{int(rng.integers(0, 30))}.{int(rng.integers(0, 30))}"
-    gen = {"ttft_s": round(float(rng.random()), int(rng.integers(1, 6))), "tpot_s": 0.025,
-           "tokens": int(rng.integers(1, 4096))}  # fmt: skip
-    expires = float(rng.integers(1.7e9, 2.0e9)) + float(rng.integers(0, 1000)) / 1000
+    # Numbers that Python's repr and JavaScript's String() write alike (no exponent, no
+    # trailing .0), and times whose milliseconds are exact in binary (Date truncates).
+    digits = int(rng.integers(1, 5))
+    ttft = int(rng.integers(1, 10**digits)) / 10**digits
+    ttft = ttft if repr(ttft) == f"{ttft:.{digits}f}".rstrip("0") else 0.5
+    gen = {"ttft_s": ttft, "tpot_s": 0.025, "tokens": int(rng.integers(1, 4096))}
+    expires = float(rng.integers(1.7e9, 2.0e9)) + float(rng.choice([0, 0.25, 0.5, 0.75]))
     features = sorted({str(f) for f in rng.choice(["jobs", "serving", "metrics"], size=int(rng.integers(0, 3)))})  # fmt: skip
     lic = {"state": "grace", "licensee": _label(rng), "features": features, "expires_at": expires,
            "grace_ends_at": expires + 7 * 86400}  # fmt: skip
