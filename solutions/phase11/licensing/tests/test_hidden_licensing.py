@@ -1953,3 +1953,17 @@ def test_clock_now_in_any_zone(clockguard: Any, formats: Any, tmp_path: Path) ->
         raise AssertionError(
             f"ClockGuard (tolerance {tol}) after observe({t}) written in UTC{west:+}, restarted: accepted observe({early}) written in UTC{east:+}, {t - early} s before the mark"
         )
+
+
+@pytest.mark.kata_gate(
+    "Activator.challenge or Activator.complete accepts a naive `now` (a wall-clock time whose zone is unknown: the ttl would move with the machine's zone)"
+)
+def test_activation_refuses_naive_now(field: Field, formats: Any) -> None:
+    r, t = field.r, field.shop.now
+    with raises(ValueError, "Activator.challenge must refuse a naive datetime"):
+        field.act.challenge(at(t, r.choice(ZONES)).replace(tzinfo=None))
+    ch = field.challenge(t)
+    resp = field.respond(ch, t + 5)
+    late = at(t + field.ttl + 1, r.choice(ZONES)).replace(tzinfo=None)
+    with raises(ValueError, f"Activator.complete must refuse a naive datetime ({late.isoformat()})"):  # fmt: skip
+        field.act.complete(resp, late)
