@@ -376,6 +376,7 @@ def test_cli_errors_usage_errors_send_nothing(cli: Any, fake_platform: Any, kata
         assert command in usage, f"{run.said()}: the usage does not name the command `{command}`"
 
 
+@pytest.mark.kata_gate("a server that cannot be reached (nothing listening, or --server not a URL) does not give exit 1 with one `error:` line")  # fmt: skip
 def test_cli_errors_unreachable_server_exits_1(cli: Any, cli_kit: Any) -> None:
     port = cli_kit.closed_port()
     run = cli.run("--server", f"http://127.0.0.1:{port}", "nodes", "list")
@@ -383,6 +384,10 @@ def test_cli_errors_unreachable_server_exits_1(cli: Any, cli_kit: Any) -> None:
     assert run.stdout == "", f"{run.said()}: stdout should stay empty"
     line = _one_error_line(run, f"nothing listens on port {port}")
     assert f"127.0.0.1:{port}" in line, f"{run.said()}: the error should name the URL it could not reach"  # fmt: skip
+    for server in ("127.0.0.1", f"ftp//127.0.0.1:{port}"):  # not a URL: nothing can be reached
+        run = cli.run("--server", server, "license")
+        assert run.code == 1 and run.stdout == "", f"{run.said()}: --server {server!r} is not a URL, expected exit 1"  # fmt: skip
+        _one_error_line(run, f"--server {server!r} is not a URL")
 
 
 @pytest.mark.kata_gate("platformctl does not keep to --timeout: it waits past it for a server that never answers, or gives up on one that answers within it")  # fmt: skip
