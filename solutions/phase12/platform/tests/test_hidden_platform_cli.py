@@ -354,7 +354,11 @@ def test_cli_errors_usage_errors_send_nothing(cli: Any, fake_platform: Any, kata
                                                    [["jobs", "get", ""], ["jobs", "cancel", ""]]],
         "an unknown option": [[["health", f"--{_label(rng)}"], ["jobs", "list", "--all"]],
                               [["nodes", "list", "--state", "ready"], ["health", "--gpus", n],
-                               ["jobs", "get", "job-1", "--priority", n]]],
+                               ["jobs", "get", "job-1", "--priority", n], ["license", "--max-tokens", n]],
+                              # each command with a body checks its own options: all three
+                              [["generate", "--prompt-tokens", n, "--max-tokens", n, "--gpus", n]],
+                              [["jobs", "submit", name, "--gpus", n, "--state", "done"]],
+                              [["nodes", "fail", "node-1", "--priority", n]]],
         "a bad --timeout": [[["--timeout", t, "health"] for t in ("0", "-1", "soon", "")],
                             [["--timeout", t, "license"] for t in ("1s", "2.5x")],
                             [["--timeout", "0x10", "health"]]],
