@@ -242,6 +242,7 @@ def test_cli_commands_tables_on_random_jobs_and_nodes(cli: Any, fake_platform: A
         assert rows == want, f"{run.said()}: the rows are {rows}, expected {want} (the server's order)"  # fmt: skip
 
 
+@pytest.mark.kata_gate("the health, generate or license line is not CLI.md's on a random answer")
 def test_cli_commands_lines_for_health_generate_license(cli: Any, fake_platform: Any, kata_rng: Any) -> None:  # fmt: skip
     rng = kata_rng
     version = f"{int(rng.integers(0, 9))}.{int(rng.integers(0, 30))}.{int(rng.integers(0, 30))}"
@@ -414,6 +415,7 @@ def test_cli_errors_timeout_bounds_a_silent_server(cli: Any, fake_platform: Any,
     )
 
 
+@pytest.mark.kata_gate("an answer that is not JSON (an HTML error page, with status 502 or 200) does not give exit 1 with one `error:` line and nothing on stdout")  # fmt: skip
 def test_cli_errors_an_answer_that_is_not_json_exits_1(cli: Any, fake_platform: Any) -> None:
     page = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
     for status in (502, 200):
