@@ -103,6 +103,7 @@ def test_release_names_are_real(release_docs: Any, release_kit: Any, kata: Any) 
             assert kit.command_known(command), f"release/{name} names `platformctl {command}`, which is not a command of cli/CLI.md"  # fmt: skip
 
 
+@pytest.mark.kata_gate("DESIGN.md leaves out an endpoint of API.md, a component of components.py or a failure mode (lost node, grace, expired)")  # fmt: skip
 def test_release_design_covers_the_api_and_the_components(release_docs: Any, release_kit: Any, kata: Any) -> None:  # fmt: skip
     kit = release_kit
     sections = _level2(kit.sections(release_docs.text("DESIGN.md")), DESIGN)
