@@ -17,6 +17,8 @@ The rules (README, "The glue"):
 - the license's state comes from the clock: valid before expires_at, grace until
   expires_at + grace_s, expired from then on. Writes need their feature and a license that is
   not expired (403, before the body is looked at); reads never need one.
+- generate() calls the serving component outside the lock: a generation takes as long as the
+  model does, and meanwhile other generations run and every other request is answered.
 """
 
 from __future__ import annotations

@@ -130,8 +130,8 @@ class TestServing:
     def generate(self, prompt_tokens: int, max_tokens: int) -> Any:
         with self.lock:
             self.calls.append((prompt_tokens, max_tokens))
-            t = float(self.ttft(prompt_tokens, max_tokens))
-            n = int(self.tokens(prompt_tokens, max_tokens))
+        t = float(self.ttft(prompt_tokens, max_tokens))  # outside the lock: calls may overlap
+        n = int(self.tokens(prompt_tokens, max_tokens))
         return self.components.Generation(ttft_s=t, tpot_s=0.01 + 1e-6 * max_tokens, tokens=n)
 
 

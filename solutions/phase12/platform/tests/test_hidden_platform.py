@@ -887,6 +887,63 @@ def test_serving_random_generations(make_live: Any, kit: Any, kata_random: rando
     )
 
 
+@pytest.mark.kata_gate(
+    "two generations requested at once are not in the simulator together, or a request waits for a generation to end"
+)
+def test_serving_generations_overlap(make_live: Any) -> None:
+    lk, release = threading.Lock(), threading.Event()
+    state = {"in": 0, "max": 0}
+
+    def ttft(p: int, m: int) -> float:
+        with lk:
+            state["in"] += 1
+            state["max"] = max(state["max"], state["in"])
+        release.wait(5.0)  # bounded: a platform that serialises generations is not held forever
+        with lk:
+            state["in"] -= 1
+        return 0.1
+
+    live = make_live(ttft=ttft)
+    answers: list[Any] = []
+    raised: list[BaseException] = []
+
+    def client() -> None:
+        try:
+            answers.append(live.call("POST", "/v1/generate", {"prompt_tokens": 3, "max_tokens": 2}))
+        except BaseException as e:  # noqa: BLE001 (raised in the test below)
+            raised.append(e)
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 3.0
+        while state["in"] < 2 and not raised and time.monotonic() < deadline:  # a bounded poll
+            time.sleep(0.005)
+        if raised:
+            raise raised[0]
+        assert state["in"] == 2, (
+            f"two POST /v1/generate at once: {state['in']} of them reached the simulator within "
+            f"3 s; call components.serving.generate without holding the platform's lock"
+        )
+        jobs = live.call("GET", "/v1/jobs")
+        with lk:
+            inside = state["in"]
+        assert jobs.status == 200 and inside == 2, (
+            f"GET /v1/jobs while two generations are in the simulator should answer at once; it "
+            f"answered {jobs.status} when {inside} were still inside"
+        )
+    finally:
+        release.set()
+        for t in threads:
+            t.join(15)
+    if raised:
+        raise raised[0]
+    assert [a.status for a in answers] == [200, 200], (
+        f"both generations should answer 200: {[(a.status, a.text[:100]) for a in answers]}"
+    )
+
+
 BAD_GENERATIONS: list[tuple[str, Any]] = [
     ("prompt_tokens is a bool", {"prompt_tokens": True, "max_tokens": 4}),
     ("max_tokens is a bool", {"prompt_tokens": 4, "max_tokens": True}),
@@ -1115,6 +1172,21 @@ def test_metrics_http_counts_random_traffic(
             f"platform_http_request_duration_seconds_bucket for route {route!r}: one bucket per "
             f"HTTP_BUCKETS bound and +Inf, cumulative (never decreasing with le): {bounds}"
         )
+    # /v1/generate with a simulator that sleeps 30 ms: each of those requests took >= 30 ms
+    live.serving.ttft = lambda p, m: time.sleep(0.03) or 0.2
+    slow = r.randint(3, 5)
+    for _ in range(slow):
+        c.call("POST", "/v1/generate", {"prompt_tokens": 1, "max_tokens": 1})
+    after = c.scrape()
+    n_gen = sum(v for (route, _, _), v in c.counts.items() if route == "/v1/generate")
+    fast = kit.sample(
+        after, "platform_http_request_duration_seconds_bucket", route="/v1/generate", le="0.025"
+    )
+    assert fast is not None and fast <= n_gen - slow, (
+        f'platform_http_request_duration_seconds_bucket{{route="/v1/generate",le="0.025"}}: '
+        f"{slow} of the {n_gen} generations took over 30 ms (the simulator slept), so at most "
+        f"{n_gen - slow} fit in 25 ms; got {fast}: observe each request's own wall time"
+    )
     elapsed = time.perf_counter() - t0  # every request was answered within the test's own time
     total = sum(kit.samples(scraped, "platform_http_request_duration_seconds_sum").values())
     assert 0 < total <= elapsed, (
@@ -1154,6 +1226,16 @@ def test_metrics_families_escaping_and_lint(
     )
     findings = kit.promtool_check_metrics(promtool, text)
     assert findings == [], f"promtool check metrics: {findings}"
+    live.runner.finish("job-1")  # then /metrics at once: it must ask the runner as GET does
+    scraped = live.scrape()
+    for s in STATES:
+        v = kit.sample(scraped, "platform_jobs", state=s)
+        assert v == float(s == "done"), (
+            f"platform_jobs{{state={s!r}}} right after the runner finished the only job should be "
+            f"{int(s == 'done')}, got {v}"
+        )
+    v = kit.sample(scraped, "platform_node_gpus_allocated", node=odd)
+    assert v == 0.0, f"platform_node_gpus_allocated of {odd!r} after its job finished: {v}"
 
 
 def promtool_alerts(
@@ -1493,14 +1575,9 @@ def test_scenario_nothing_left_behind(
         resp.read()
     transport.stop(server)
     platform.close()
-    deadline = time.monotonic() + 5
-    while True:  # a bounded poll: threads that were told to stop may take a moment to end
-        socks, threads = _sockets_and_threads()
-        children = _children() - children0
-        left = (socks - socks0, threads - threads0, children)
-        if not any(left) or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
+    # no grace: close() returns when what it started has ended (joined, waited for, closed)
+    socks, threads = _sockets_and_threads()
+    left = (socks - socks0, threads - threads0, _children() - children0)
     names = [t.name for t in threading.enumerate() if t.ident in left[1]]
     assert not left[1], (
         f"after the server stopped and Platform.close(): threads left running: {names}"
