@@ -4,9 +4,66 @@ outside the tolerance) without giving the answer away; a right one is explained.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import pytest
+
+# ------------------------------------------------------------------------------ no peeking
+# Learner code shares this interpreter: it could read the answer out of this module instead of
+# working it out (the expected values are constants of the tests' code; red team rt26's
+# frame-constants and traceback-order). An audit hook, installed once and on only while a learner
+# function answers, records the frame and code reads learner code makes, directly or through
+# inspect/traceback/dis: sys._getframe, a traceback's or generator's frame, a function's
+# __code__, gc's object walks, a profile or trace function. An honest answer makes none.
+_PEEKS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys.setprofile",
+        "sys.settrace",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "object.__getattr__",
+    }
+)
+_READERS = tuple(f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis"))
+_peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False}
+
+
+def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
+    if _peeking["log"] is None or event not in _PEEKS or _peeking["busy"]:
+        return
+    _peeking["busy"] = True  # the sys._getframe below is audited too
+    try:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.endswith(_READERS):
+            frame = frame.f_back
+        file = frame.f_code.co_filename if frame is not None else ""
+        if file.startswith(_peeking["dir"]) and f"{os.sep}tests{os.sep}" not in file:
+            _peeking["log"].append(f".{args[1]}" if event == "object.__getattr__" else event)
+    finally:
+        _peeking["busy"] = False
+
+
+sys.addaudithook(_peek_hook)  # permanent (audit hooks are); idle outside ask()
+
+
+def ask(answers: Any, name: str) -> Any:
+    """answers.<name>(), checked to read no frame or code object while it answers."""
+    _peeking["dir"] = os.path.dirname(answers.__file__) + os.sep
+    _peeking["log"] = log = []
+    try:
+        got = getattr(answers, name)()
+    finally:
+        _peeking["log"] = None
+    assert not log, (
+        f"{name}: read frames or code objects while answering ({', '.join(sorted(set(log)))}): "
+        "the answer comes from the question, not from the test that checks it"
+    )
+    return got
 
 
 def options_only(name: str, got: Any, options: tuple[str, ...]) -> None:
@@ -22,8 +79,9 @@ def ordered(name: str, got: Any, options: tuple[str, ...], want: list[str]) -> N
     assert len(got) == len(options), (
         f"{name}: order all {len(options)} options, got {len(got)} of them"
     )
-    right = sum(a == b for a, b in zip(got, want, strict=False))
-    assert got == want, f"{name}: not the right order ({right} of {len(want)} in their place)"
+    # No count of the options in place: with it, 7 options fall in ~8 runs of guessing
+    # (red team rt26's harvest-messages).
+    assert got == want, f"{name}: not the right order"
 
 
 # ------------------------------------------------------------------------------ architecture
@@ -37,7 +95,7 @@ def test_bandwidth_order(answers: Any, questions: Any, kata_explain: Any) -> Non
         "PCIe Gen5 x16",
         "InfiniBand NDR port",
     ]
-    ordered("bandwidth_order", answers.bandwidth_order(), questions.BANDWIDTH_OPTIONS, want)
+    ordered("bandwidth_order", ask(answers, "bandwidth_order"), questions.BANDWIDTH_OPTIONS, want)
     kata_explain(
         "Each level down is roughly an order of magnitude: the register files feed every FMA "
         "(hundreds of TB/s across 132 SMs), shared memory/L1 ~30 TB/s aggregate, L2 ~10 TB/s, "
@@ -48,7 +106,7 @@ def test_bandwidth_order(answers: Any, questions: Any, kata_explain: Any) -> Non
 
 
 def test_ridge_point(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.ridge_point()
+    got = ask(answers, "ridge_point")
     assert isinstance(got, int | float), f"ridge_point: return a number, got {got!r}"
     assert got == pytest.approx(295.2, rel=0.02), (
         f"ridge_point: {got!r} FLOP/byte is not the ridge point of the numbers in the question"
@@ -62,11 +120,11 @@ def test_ridge_point(answers: Any, questions: Any, kata_explain: Any) -> None:
 
 
 def test_units_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.per_sm_units()
+    got = ask(answers, "per_sm_units")
     assert isinstance(got, set | frozenset), f"per_sm_units: return a set, got {got!r}"
     options_only("per_sm_units", got, questions.PER_SM_OPTIONS)
     want = {"register file", "warp schedulers", "tensor cores", "L1 / shared memory"}
-    assert got == want, f"per_sm_units: not the right set ({len(got & want)} of yours are right)"
+    assert got == want, "per_sm_units: not the right set (an option missing or one too many)"
     kata_explain(
         "Each SM has a 256 KB register file, 4 warp schedulers (one per sub-partition), 4 "
         "tensor cores and a 256 KB L1/shared memory. The L2 (50 MB on H100), the HBM memory "
@@ -76,7 +134,7 @@ def test_units_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
 
 
 def test_divergence_issue_slots(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.divergence_issue_slots()
+    got = ask(answers, "divergence_issue_slots")
     assert type(got) is int, f"divergence_issue_slots: return an int, got {got!r}"
     assert got == 20, f"divergence_issue_slots: {got} is not the number of issue slots"
     kata_explain(
@@ -89,7 +147,7 @@ def test_divergence_issue_slots(answers: Any, questions: Any, kata_explain: Any)
 
 # ------------------------------------------------------------------------------ cuda
 def test_occupancy_blocks_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.blocks_per_sm()
+    got = ask(answers, "blocks_per_sm")
     assert type(got) is int, f"blocks_per_sm: return an int, got {got!r}"
     assert got == 3, f"blocks_per_sm: {got} blocks is not what the tightest limit allows"
     kata_explain(
@@ -101,12 +159,11 @@ def test_occupancy_blocks_per_sm(answers: Any, questions: Any, kata_explain: Any
 
 
 def test_sectors_per_request(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.sectors_per_request()
+    got = ask(answers, "sectors_per_request")
     assert isinstance(got, list) and len(got) == 4, (
         f"sectors_per_request: return four counts (stride 1, 2, 8, 32), got {got!r}"
     )
-    right = sum(a == b for a, b in zip(got, [4, 8, 32, 32], strict=False))
-    assert got == [4, 8, 32, 32], f"sectors_per_request: {right} of the 4 counts are right"
+    assert got == [4, 8, 32, 32], "sectors_per_request: not every one of the 4 counts is right"
     kata_explain(
         "Stride 1: 32 x 4 = 128 contiguous bytes = 4 sectors (fully coalesced). Stride 2: the "
         "warp spans 256 bytes = 8 sectors, half of each wasted. Stride 8 (32 bytes apart) and "
@@ -116,12 +173,11 @@ def test_sectors_per_request(answers: Any, questions: Any, kata_explain: Any) ->
 
 
 def test_banks_conflict_ways(answers: Any, questions: Any, kata_explain: Any) -> None:
-    got = answers.bank_conflict_ways()
+    got = ask(answers, "bank_conflict_ways")
     assert isinstance(got, list) and len(got) == 4, (
         f"bank_conflict_ways: return four counts (W = 32, 33, 64, 16), got {got!r}"
     )
-    right = sum(a == b for a, b in zip(got, [32, 1, 32, 16], strict=False))
-    assert got == [32, 1, 32, 16], f"bank_conflict_ways: {right} of the 4 are right"
+    assert got == [32, 1, 32, 16], "bank_conflict_ways: not every one of the 4 is right"
     kata_explain(
         "t[lane][0] is word lane x W; its bank is (lane x W) mod 32. W = 32 or 64: every lane "
         "in bank 0, 32-way. W = 33: banks 0..31, conflict-free (the padding trick of the tiled "
@@ -138,10 +194,10 @@ def test_nvcc_order(answers: Any, questions: Any, kata_explain: Any) -> None:
         "fatbinary: packs SASS and PTX",
         "host compiler (gcc) builds the host code",
     ]
-    ordered("nvcc_order", answers.nvcc_order(), questions.NVCC_OPTIONS, want)
+    ordered("nvcc_order", ask(answers, "nvcc_order"), questions.NVCC_OPTIONS, want)
     kata_explain(
         "nvcc -dryrun shows it: cpp, cudafe++ (splits the .cu into a device part and a host "
-        ".cudafe1.cpp), cicc (the LLVM-based front end, NVVM IR to PTX), ptxas (PTX to SASS for "
+        ".cudafe1.cpp), cicc (EDG's C++ front end to NVVM IR, then the LLVM-based NVVM optimiser and back end to PTX), ptxas (PTX to SASS for "
         "each -arch), fatbinary (SASS + PTX into one blob), then the host compiler builds the "
         "host code, which embeds that fatbinary and registers its kernels at start-up."
     )
