@@ -31,7 +31,8 @@ def ring_bytes_sent(op: str, size_bytes: int, n: int) -> float:
     all-reduce: the buffer every GPU holds and reduces; all-gather: the gathered OUTPUT (each GPU
     contributes size_bytes / n); reduce-scatter: the INPUT each GPU holds (each ends with
     size_bytes / n); all-to-all: each GPU's send buffer (size_bytes / n to every GPU, itself
-    included); broadcast: the root's buffer, pipelined along the ring.
+    included, sent straight to each peer as NCCL does, not relayed around the ring); broadcast:
+    the root's buffer, pipelined along the ring.
     n = 1 sends nothing."""
     todo("ring_bytes_sent")
 
