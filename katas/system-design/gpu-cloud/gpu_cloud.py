@@ -69,8 +69,9 @@ def transfer_s(nbytes: int, gbps: float, efficiency: float = 1.0) -> float:
 
 def egress_micro_usd(nbytes: int, tiers: tuple[Tier, ...] = AWS_EGRESS) -> int:
     """The month's egress bill in micro-dollars for nbytes moved out in that month: billed GB =
-    ceil(nbytes / cloud.GB); the tiers price the running total in order (a tier's up_to_gb is a
-    cumulative bound; the last tier's is None)."""
+    ceil(nbytes / cloud.GB), in integers (a float quotient drops the last bytes of a bill past
+    10**17 bytes); the tiers price the running total in order (a tier's up_to_gb is a cumulative
+    bound; the last tier's is None)."""
     todo("egress_micro_usd")
 
 

@@ -65,7 +65,7 @@ def a_mask(r: Any) -> int:
 )
 def test_pack_any_fleet(gc: Any) -> None:
     r = random_for("pack")
-    unaligned = mixed = 0
+    unaligned = mixed = empty = 0
     for _ in range(300):
         busy, size = a_mask(r), r.choice(SHAPES)
         want = o_blocks(busy, size)
@@ -85,16 +85,18 @@ def test_pack_any_fleet(gc: Any) -> None:
             s: r.choice([0, 1, r.randint(0, 9), r.randint(0, 40)])
             for s in r.sample(SHAPES, r.randint(1, 4))
         }
-        if not any(counts.values()):
-            counts[r.choice(SHAPES)] = 1
+        if r.random() < 0.05:
+            counts = {s: 0 for s in counts} if r.random() < 0.5 else {}
+        empty += not any(counts.values())
         want = o_nodes(counts)
         mixed += sum(-(-s * n // 8) for s, n in counts.items()) > want
         got = gc.nodes_for(counts)
         assert is_int(got) and got == want, (
             f"nodes_for({counts}) = {got!r}; an aligned placement, largest first, needs {want}"
         )
-    assert unaligned > 20 and mixed > 20, (
-        f"the set covers free GPUs in no aligned block ({unaligned}) and mixes that share nodes ({mixed})"
+    assert unaligned > 20 and mixed > 20 and empty > 5, (
+        f"the set covers free GPUs in no aligned block ({unaligned}), mixes that share nodes "
+        f"({mixed}) and mixes with no instance ({empty})"
     )
 
 
@@ -207,9 +209,15 @@ def a_tiers(cl: Any, r: Any) -> Any:
 )
 def test_transfer_any_bill(gc: Any, cl: Any) -> None:
     r = random_for("transfer")
-    crossed = partial_gb = per_copy_differs = 0
+    crossed = partial_gb = per_copy_differs = zero = huge = 0
     for _ in range(300):
         nbytes = r.choice([r.randint(1, 10**12), r.randint(1, 10**15), 10**9 * r.randint(1, 10**6)])
+        if r.random() < 0.1:
+            # a month with no egress, or one so large (100 PB - 1 EB) that a float quotient
+            # nbytes / 10**9 rounds the last few bytes away
+            nbytes = r.choice([0, 10**9 * r.randint(10**8, 10**9) + r.randint(1, 7)])
+        zero += nbytes == 0
+        huge += nbytes > 10**17
         gbps, eff = r.choice([1, 10, 25, 100, 400, r.uniform(0.1, 800)]), r.uniform(0.3, 1.0)
         want = nbytes * 8 / (gbps * 1e9 * eff)
         got = gc.transfer_s(nbytes, gbps, eff)
@@ -224,12 +232,14 @@ def test_transfer_any_bill(gc: Any, cl: Any) -> None:
         got = gc.egress_micro_usd(nbytes, tiers)
         assert is_int(got) and got == want, (
             f"egress_micro_usd({nbytes}, {tiers}) = {got!r}; want {want}"
+            + (" (billed GB: the integer ceiling of nbytes / 10**9)" if nbytes > 10**17 else "")
         )
         want = o_bill(nbytes, cl.AWS_EGRESS)
         crossed += nbytes > 10 * 10**12
         got = gc.egress_micro_usd(nbytes)
         assert is_int(got) and got == want, (
             f"egress_micro_usd({nbytes}) (AWS's list) = {got!r}; want {want}"
+            + (" (billed GB: the integer ceiling of nbytes / 10**9)" if nbytes > 10**17 else "")
         )
         ckpt, per_day, days = (
             r.randint(1, 2 * 10**12),
@@ -250,9 +260,10 @@ def test_transfer_any_bill(gc: Any, cl: Any) -> None:
                 f"monthly_checkpoint_egress_micro_usd({ckpt}, {per_day}) (30 days, AWS's list) = "
                 f"{got!r}; want {want}"
             )
-    assert crossed > 20 and partial_gb > 20 and per_copy_differs > 20, (
-        f"the set covers bills across tiers ({crossed}), partial GB ({partial_gb}) and monthly "
-        f"totals that are not the sum of single copies ({per_copy_differs})"
+    assert crossed > 20 and partial_gb > 20 and per_copy_differs > 20 and zero > 2 and huge > 2, (
+        f"the set covers bills across tiers ({crossed}), partial GB ({partial_gb}), monthly "
+        f"totals that are not the sum of single copies ({per_copy_differs}), months with no "
+        f"egress ({zero}) and bills past 10**17 bytes ({huge})"
     )
 
 
@@ -260,7 +271,7 @@ def test_transfer_any_bill(gc: Any, cl: Any) -> None:
 def a_demand(r: Any) -> list[int]:
     hours = r.choice([1, 24, 168, r.randint(1, 200)])
     base, swing = r.randint(0, 200), r.randint(0, 200)
-    kind = r.choice(["diurnal", "flat", "spiky", "noise"])
+    kind = r.choice(["diurnal", "flat", "spiky", "noise", "idle"])
     out = []
     for h in range(hours):
         if kind == "diurnal":
@@ -269,8 +280,10 @@ def a_demand(r: Any) -> list[int]:
             d = base
         elif kind == "spiky":
             d = base + (swing if r.random() < 0.1 else 0)
-        else:
+        elif kind == "noise":
             d = r.randint(0, base + swing)
+        else:
+            d = 0  # an idle curve: the reserved GPUs are paid all the same
         out.append(d)
     return out
 
@@ -288,9 +301,10 @@ def o_costs(demand: list[int], pr: int, po: int) -> np.ndarray:
 )
 def test_reserve_any_curve(gc: Any) -> None:
     r = random_for("reserve")
-    seen = {"none": 0, "peak": 0, "inner": 0, "tie": 0}
+    seen = {"none": 0, "peak": 0, "inner": 0, "tie": 0, "idle": 0}
     for _ in range(150):
         demand = a_demand(r)
+        seen["idle"] += not any(demand)
         po = r.choice([1_000_000, 2_500_000, 4_000_000, r.randint(1, 10_000_000)])
         pr = r.choice([po // 4, po // 2, po // 3, po, r.randint(1, 2 * po)])
         pr = max(pr, 1)
