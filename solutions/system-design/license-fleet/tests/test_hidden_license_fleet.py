@@ -233,19 +233,21 @@ LPS = [500_000, 1_000_000, 2_000_000, 4_000_000, 5_000_000, 10_000_000]
 def test_verify_any_load(lf: Any, fl: Any) -> None:
     r = random_for("verify")
     seen = {"no-cache": 0, "multiple": 0, "partial": 0, "short-ttl": 0}
+    idle = 0
     for _ in range(400):
         check = r.choice([1, 2, 5, 10, 60, r.randint(1, 3600)])
         ttl = r.choice(
             [0, check, r.randint(1, check), check * r.randint(2, 100), r.randint(0, 86_400)]
         )
         load = fl.CheckLoad(
-            r.choice([1, r.randint(1, 1000), r.randint(1, 10**7)]),
+            r.choice([0, 1, r.randint(1, 1000), r.randint(1, 10**7)]),
             check,
             ttl,
             r.choice(VPS),
             r.choice(LPS),
         )
         k = o_k(check, ttl)
+        idle += load.procs == 0
         seen[
             "no-cache"
             if ttl == 0
@@ -260,7 +262,9 @@ def test_verify_any_load(lf: Any, fl: Any) -> None:
         want = o_cores(load)
         got = lf.verify_cores(load)
         assert is_int(got) and got == want, f"verify_cores({load}) = {got!r}; want {want}"
-    assert min(seen.values()) > 20, f"the random set covers every cache case: {seen}"
+    assert min(seen.values()) > 20 and idle > 20, (
+        f"the random set covers every cache case: {seen}, and loads with no process ({idle})"
+    )
 
 
 @pytest.mark.kata_gate(
@@ -310,7 +314,7 @@ def o_distribution(size: int, nodes: int, fanout: int, bw: float) -> float:
 )
 def test_crl_any_list(lf: Any, fl: Any) -> None:
     r = random_for("crl")
-    powers = partial = 0
+    powers = partial = empty = 0
     for _ in range(400):
         crl = fl.RevocationList(
             r.choice([0, 1, r.randint(0, 10**7)]),
@@ -320,7 +324,8 @@ def test_crl_any_list(lf: Any, fl: Any) -> None:
         want = crl.header_bytes + crl.entries * crl.entry_bytes + SIG
         got = lf.full_list_bytes(crl)
         assert is_int(got) and got == want, f"full_list_bytes({crl}) = {got!r}; want {want}"
-        changes = r.randint(0, 10_000)
+        changes = r.choice([0, r.randint(0, 10_000)])  # 0: the signed empty delta
+        empty += changes == 0
         want = crl.header_bytes + changes * crl.entry_bytes + SIG
         got = lf.delta_bytes(crl, changes)
         assert is_int(got) and got == want, (
@@ -343,8 +348,9 @@ def test_crl_any_list(lf: Any, fl: Any) -> None:
             f"distribution_s(size_bytes={size}, nodes={nodes}, fanout={fanout}, link_bw={bw}) = "
             f"{got!r}; want {want_s}"
         )
-    assert powers > 20 and partial > 20, (
-        f"the set covers exact powers ({powers}) and partial levels ({partial})"
+    assert powers > 20 and partial > 20 and empty > 20, (
+        f"the set covers exact powers ({powers}), partial levels ({partial}) and deltas with no "
+        f"changes ({empty})"
     )
 
 
