@@ -575,7 +575,8 @@ def _typed_problem(value: Any, spec: _Spec) -> str | None:
     try:
         typeguard.check_type(value, hint, collection_check_strategy=first_item)
     except TypeCheckError as e:
-        detail = str(e)
+        # typeguard's own wording for a float annotation ("is neither float or int").
+        detail = str(e).replace("neither float or int", "neither a float nor an int")
         expected = spec.text
         head = f"{spec.label} returned {_describe(value)}; expected {expected} "
         head += f"(the stub says `-> {expected}`)"

@@ -186,6 +186,12 @@ def wrong_type() -> int:
     return 2.5
 
 
+def fraction_for_float() -> float:
+    import fractions
+
+    return fractions.Fraction(1, 3)
+
+
 def point() -> Point:
     return Point(1, 2)
 
@@ -347,6 +353,13 @@ def test_a_wrong_type_is_named_with_what_was_expected(modules: tuple[Any, Any]) 
     assert str(e.value) == (
         "calc.wrong_type returned a float (2.5); expected int (the stub says `-> int`)"
     )
+
+
+def test_a_fraction_for_a_float_is_named_in_plain_english(modules: tuple[Any, Any]) -> None:
+    calc, _ = modules
+    with pytest.raises(BoundaryError) as e:
+        calc.fraction_for_float()
+    assert str(e.value).endswith("is neither a float nor an int"), str(e.value)
 
 
 def test_plain_values_pass_unchanged(modules: tuple[Any, Any]) -> None:
