@@ -6,6 +6,7 @@ latency- and bandwidth-bound messages, sequences that fill their last block exac
 
 from __future__ import annotations
 
+import linecache
 import math
 import os
 import sys
@@ -60,10 +61,19 @@ def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
 sys.addaudithook(_peek_hook)  # permanent (audit hooks are); idle outside ask()
 
 
+def forget_source() -> None:
+    """Drops this file from linecache, where pytest put it to show an earlier failure's
+    traceback: learner code could read every answer there (red team rt26's linecache dodge)."""
+    name = os.path.basename(__file__)
+    for key in [k for k in linecache.cache if os.path.basename(k) == name]:
+        linecache.cache.pop(key, None)
+
+
 def peek_start(answers: Any) -> list[str]:
     """Records, until peek_stop, the frame and code reads of learner code beside `answers`."""
     _peeking["dir"] = os.path.dirname(answers.__file__) + os.sep
     _peeking["log"] = log = []
+    forget_source()
     return log
 
 

@@ -4,6 +4,7 @@ outside the tolerance) without giving the answer away; a right one is explained.
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 from typing import Any
@@ -51,10 +52,19 @@ def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
 sys.addaudithook(_peek_hook)  # permanent (audit hooks are); idle outside ask()
 
 
+def forget_source() -> None:
+    """Drops this file from linecache, where pytest put it to show an earlier failure's
+    traceback: learner code could read every answer there (red team rt26's linecache dodge)."""
+    name = os.path.basename(__file__)
+    for key in [k for k in linecache.cache if os.path.basename(k) == name]:
+        linecache.cache.pop(key, None)
+
+
 def ask(answers: Any, name: str) -> Any:
     """answers.<name>(), checked to read no frame or code object while it answers."""
     _peeking["dir"] = os.path.dirname(answers.__file__) + os.sep
     _peeking["log"] = log = []
+    forget_source()
     try:
         got = getattr(answers, name)()
     finally:
