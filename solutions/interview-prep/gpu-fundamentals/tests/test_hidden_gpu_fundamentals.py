@@ -16,7 +16,7 @@ import pytest
 # working it out (the expected values are constants of the tests' code; red team rt26's
 # frame-constants and traceback-order). An audit hook, installed once and on only while a learner
 # function answers, records the frame and code reads learner code makes, directly or through
-# inspect/traceback/dis: sys._getframe, a traceback's or generator's frame, a function's
+# inspect/traceback/dis/ctypes: sys._getframe, a traceback's or generator's frame, a function's
 # __code__, gc's object walks, a profile or trace function. An honest answer makes none.
 _PEEKS = frozenset(
     {
@@ -28,9 +28,12 @@ _PEEKS = frozenset(
         "gc.get_referrers",
         "gc.get_referents",
         "object.__getattr__",
+        "ctypes.dlsym",  # ctypes.pythonapi.PyEval_GetFrame: a frame without sys._getframe
     }
 )
-_READERS = tuple(f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis"))
+_READERS = tuple(
+    f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
+)
 _peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False}
 
 
