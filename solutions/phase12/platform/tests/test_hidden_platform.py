@@ -365,7 +365,7 @@ def test_jobs_priority_order_when_capacity_frees(
 
 
 @pytest.mark.kata_gate(
-    "a job is placed on a node the scheduler named although that node is lost, unknown or too full"
+    "placements disagree with the scheduler's answers when some name a lost, unknown or full node"
 )
 def test_jobs_scheduler_answers_are_checked(make_live: Any, kata_random: random.Random) -> None:
     r = kata_random
@@ -755,7 +755,7 @@ def test_license_random_terms_and_clock(
 
 
 @pytest.mark.kata_gate(
-    "with an expired license a read or the node drill is refused, or a write is looked at before it is refused"
+    "with an expired license a write with any body is not answered 403, or a read or the node drill is refused"
 )
 def test_license_expired_reads_go_on(
     make_live: Any, components: Any, kit: Any, kata_random: random.Random
@@ -789,7 +789,7 @@ def test_license_expired_reads_go_on(
     ):
         a = live.call("POST", path, body)
         assert a.status == 403, (
-            f"POST {path} {json.dumps(body)} with an expired license should be 403 (the license before the body), got {a.status} {a.text[:200]}"
+            f"POST {path} {json.dumps(body)} with an expired license should be 403 (the license has expired, whatever the body), got {a.status} {a.text[:200]}"
         )
         assert isinstance(a.body, dict) and isinstance(a.body.get("error"), str), (
             f"POST {path}: a 403 is {{'error': sentence}}: {a.text[:200]}"
