@@ -34,8 +34,38 @@ SEMVER = re.compile(
 )
 
 
-def _prose_problem(text: str) -> str | None:
-    """Why `text` is not a written-out section, or None."""
+# The kata's own texts: prose about the platform uses their words (rt27-rel-filler: word salad).
+OWN_TEXTS = (
+    "README.md",
+    "API.md",
+    "cli/CLI.md",
+    "release/RELEASE.md",
+    "components.py",
+    "slo_rules.yml",
+)
+MIN_OWN_WORDS = 0.3
+
+
+def _words(text: str) -> list[str]:
+    plain = re.sub(r"`+[^`]*`+", " ", text)  # code spans are names, not prose
+    plain = re.sub(r"https?://\S+", " ", plain)
+    return [w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]*", plain)]
+
+
+def _vocabulary(kata: Any) -> set[str]:
+    out: set[str] = set()
+    for name in OWN_TEXTS:
+        out |= {w.lower() for w in re.findall(r"[A-Za-z][A-Za-z'-]*", kata.source(name).read_text(encoding="utf-8"))}  # fmt: skip
+    return out
+
+
+def _skeleton(text: str) -> tuple[str, ...]:
+    """The section's sentence shape: its function words, every other word a blank."""
+    return tuple(w if w in FUNCTION_WORDS else "_" for w in _words(text))
+
+
+def _prose_problem(text: str, vocabulary: set[str] | None = None) -> str | None:
+    """Why `text` is not a written-out section about the platform, or None."""
     plain = re.sub(r"`+[^`]*`+", " ", text)  # code spans are names, not prose
     plain = re.sub(r"https?://\S+", " ", plain)
     if m := PLACEHOLDER.search(plain):
@@ -47,6 +77,11 @@ def _prose_problem(text: str) -> str | None:
         return f"it has {len(set(words))} different words, fewer than 8"
     if sum(w in FUNCTION_WORDS for w in words) < 2:
         return "it has no English sentence (none of the, a, is, to, of, and, ...)"
+    content = [w for w in words if w not in FUNCTION_WORDS and len(w) >= 3]
+    if vocabulary is not None and content:
+        own = sum(w in vocabulary for w in content) / len(content)
+        if own < MIN_OWN_WORDS:
+            return f"only {own:.0%} of its words are words the kata's own texts use (README.md, API.md, CLI.md, ...): it is not about the platform"  # fmt: skip
     return None
 
 
@@ -59,9 +94,11 @@ def _runbooks(release_docs: Any, kit: Any) -> dict[str, dict[str, str]]:
     return {b.title.removeprefix("Runbook:").strip(): _level2(kit.sections(b.text), RUNBOOK) for b in books}  # fmt: skip
 
 
-@pytest.mark.kata_gate("a required section of DESIGN.md, RUNBOOK.md or the release notes is missing, a placeholder, or not prose")  # fmt: skip
-def test_release_sections_are_prose(release_docs: Any, release_kit: Any) -> None:
+@pytest.mark.kata_gate("a required section of DESIGN.md, RUNBOOK.md or the release notes is missing, a placeholder, or not prose about the platform")  # fmt: skip
+def test_release_sections_are_prose(release_docs: Any, release_kit: Any, kata: Any) -> None:
     kit = release_kit
+    vocabulary = _vocabulary(kata)
+    shapes: dict[tuple[str, ...], str] = {}
     docs = {
         "DESIGN.md": _level2(kit.sections(release_docs.text("DESIGN.md")), DESIGN),
         "notes-1.0.0.md": _level2(kit.sections(release_docs.text("notes-1.0.0.md")), NOTES),
@@ -75,22 +112,27 @@ def test_release_sections_are_prose(release_docs: Any, release_kit: Any) -> None
         )
         for title in required:
             assert title in sections, f"{where}: the section `## {title}` is missing"
-            why = _prose_problem(sections[title])
+            why = _prose_problem(sections[title], vocabulary)
             assert why is None, f"{where}: the section `## {title}` is not written out: {why}"
             words = frozenset(re.findall(r"[a-z0-9]+", sections[title].lower()))
             for other, said in seen.items():
                 shared = len(words & other) / len(words | other)
                 assert shared < 0.8, f"{where}: the section `## {title}` says what {said} says ({shared:.0%} of their words are the same)"  # fmt: skip
             seen[words] = f"{where}'s `## {title}`"
+            shape = _skeleton(sections[title])
+            assert len(shape) < 10 or shape not in shapes, f"{where}: the section `## {title}` is {shapes.get(shape)}'s sentences with other words in the blanks"  # fmt: skip
+            shapes[shape] = f"{where}'s `## {title}`"
 
 
-@pytest.mark.kata_gate("a document names a metric, recording rule, endpoint or platformctl command that the platform does not have")  # fmt: skip
+@pytest.mark.kata_gate("a document names a metric, alert, recording rule, endpoint or platformctl command that the platform does not have, or a Node.js older than the CLI needs")  # fmt: skip
 def test_release_names_are_real(release_docs: Any, release_kit: Any, kata: Any) -> None:
     kit = release_kit
     endpoints, families = kit.api_table(kata)
     assert len(endpoints) >= 10 and len(families) >= 10, "API.md's tables could not be read"
     metrics = kit.metric_names(families)
-    _, records, _ = kit.slo_rules(kata)
+    alerts, records, _ = kit.slo_rules(kata)
+    engines = re.findall(r"\d+", release_docs.package()["engines"]["node"])
+    node = (int(engines[0]), int(engines[1]) if len(engines) > 1 else 0)
     for name in kit.files:
         said = kit.mentions(release_docs.text(name))
         for metric in said["metrics"]:
@@ -101,6 +143,19 @@ def test_release_names_are_real(release_docs: Any, release_kit: Any, kata: Any) 
             assert kit.endpoint_known(method, path, endpoints), f"release/{name} names the endpoint {method} {path}, which API.md's table does not have"  # fmt: skip
         for command in said["commands"]:
             assert kit.command_known(command), f"release/{name} names `platformctl {command}`, which is not a command of cli/CLI.md"  # fmt: skip
+        text = release_docs.text(name)
+        for m in re.finditer(r"\bplatformctl\s+(jobs|nodes)\s+([a-z][a-z-]*)", text):
+            assert kit.command_known(f"{m[1]} {m[2]}"), f"release/{name} names `platformctl {m[1]} {m[2]}`, which is not a command of cli/CLI.md"  # fmt: skip
+        for alert in re.findall(r"\bPlatform[A-Z][A-Za-z0-9]+\b", text):
+            assert alert in alerts, f"release/{name} names the alert {alert}, which slo_rules.yml does not have ({alerts})"  # fmt: skip
+        for metric in re.findall(
+            r"(?<![\w:])[a-z][a-z0-9]*(?:_[a-z0-9]+)*_(?:total|seconds|ratio|bytes|info|bucket|count|sum)(?![\w:])",
+            text,
+        ):
+            assert metric in metrics, f"release/{name} names the metric {metric}, which the platform does not expose (API.md's table)"  # fmt: skip
+        for m in re.finditer(r"\bNode(?:\.js|JS)?\s*(?:>=|≥|v)?\s*(\d+)(?:\.(\d+))?", text):
+            version = (int(m[1]), int(m[2] or 0))
+            assert version >= node, f"release/{name} says Node.js {m[1]}{'.' + m[2] if m[2] else ''}, older than the {node[0]}.{node[1]} cli/package.json needs"  # fmt: skip
 
 
 @pytest.mark.kata_gate("DESIGN.md leaves out an endpoint of API.md, a component of components.py or a failure mode (lost node, grace, expired)")  # fmt: skip
@@ -152,7 +207,7 @@ def _semver_key(version: str) -> tuple[Any, ...]:
     return (int(m[1]), int(m[2]), int(m[3]), pre is None, ids)
 
 
-@pytest.mark.kata_gate("the CHANGELOG is not a SemVer history newest first, with real dates that never go forward, ending in components.VERSION")  # fmt: skip
+@pytest.mark.kata_gate("the CHANGELOG is not a SemVer history newest first, with real dates that never go forward and none in the future, items that say something, ending in components.VERSION")  # fmt: skip
 def test_release_changelog_is_a_history(release_docs: Any, release_kit: Any, components: Any) -> None:  # fmt: skip
     kit = release_kit
     sections = kit.sections(release_docs.text("CHANGELOG.md"))
@@ -169,6 +224,8 @@ def test_release_changelog_is_a_history(release_docs: Any, release_kit: Any, com
             day = datetime.date.fromisoformat(m[2])
         except ValueError:
             raise AssertionError(f"CHANGELOG.md: {m[2]} ({m[1]}) is not a calendar date") from None
+        latest = datetime.date.today() + datetime.timedelta(days=1)  # any time zone's today
+        assert day <= latest, f"CHANGELOG.md: {m[1]} is dated {day}, in the future"
         releases.append((m[1], day, h.text))
     assert releases[0][0] == components.VERSION, f"CHANGELOG.md's newest release is {releases[0][0]}, components.VERSION is {components.VERSION}"  # fmt: skip
     for (v1, d1, _), (v2, d2, _) in zip(releases, releases[1:], strict=False):
@@ -181,6 +238,9 @@ def test_release_changelog_is_a_history(release_docs: Any, release_kit: Any, com
             assert kind in CHANGE_TYPES, f"CHANGELOG.md: release {version} has `### {kind}`, expected one of {CHANGE_TYPES}"  # fmt: skip
             items = [ln for ln in body.splitlines() if re.match(r"^- \S", ln)]
             assert items, f"CHANGELOG.md: release {version}, `### {kind}` has no `- ` item"
+            for item in items:
+                said = re.findall(r"[A-Za-z0-9][A-Za-z0-9'/{}.:_-]*", item)
+                assert len(said) >= 3, f"CHANGELOG.md: release {version}, `### {kind}`: the item {item!r} says nothing (fewer than 3 words)"  # fmt: skip
 
 
 @pytest.mark.kata_gate("the release notes disagree with the CHANGELOG or cli/package.json (version, date, API version, CLI version, Node.js)")  # fmt: skip
