@@ -153,7 +153,7 @@ def test_release_names_are_real(release_docs: Any, release_kit: Any, kata: Any) 
             text,
         ):
             assert metric in metrics, f"release/{name} names the metric {metric}, which the platform does not expose (API.md's table)"  # fmt: skip
-        for m in re.finditer(r"\bNode(?:\.js|JS)?\s*(?:>=|≥|v)?\s*(\d+)(?:\.(\d+))?", text):
+        for m in re.finditer(r"\b(?i:node\.?js)\s*(?:>=|≥|v)?\s*(\d+)(?:\.(\d+))?", text):
             version = (int(m[1]), int(m[2] or 0))
             assert version >= node, f"release/{name} says Node.js {m[1]}{'.' + m[2] if m[2] else ''}, older than the {node[0]}.{node[1]} cli/package.json needs"  # fmt: skip
 
