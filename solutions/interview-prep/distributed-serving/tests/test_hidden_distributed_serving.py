@@ -134,12 +134,46 @@ def check_all(
         )
 
 
+# ------------------------------------------------------------------------------ untouched
+def _fingerprint(namespace: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+    """Which object each name of this module is, with each function's code and defaults."""
+    return {
+        k: (id(v), id(getattr(v, "__code__", None)), id(getattr(v, "__defaults__", None)))
+        for k, v in namespace.items()
+        if not k.startswith(("@", "__"))
+    }
+
+
+def _make_untouched() -> Callable[..., None]:
+    sealed: list[dict[str, tuple[int, int, int]]] = []
+
+    def untouched(seal: bool = False) -> None:
+        """This module's checks run as written: learner code that rebinds or adds a name here
+        through sys.modules (check_all to a no-op, REL to 1e9: red team rt26's
+        rebind-check-all) or swaps a function's code fails the test. Each test holds this
+        function as a default argument, so rebinding its name changes nothing."""
+        now = _fingerprint(globals())
+        if seal:
+            sealed.append(now)
+            return
+        changed = sorted(k for k in now.keys() | sealed[0].keys() if now.get(k) != sealed[0].get(k))
+        assert not changed, f"the hidden tests' names {changed} were rebound before the test ran"
+
+    return untouched
+
+
+_untouched = _make_untouched()
+
+
 # ------------------------------------------------------------------------------ worked
 @pytest.mark.kata_gate(
     "kv_bytes_per_token must be right for any model's dimensions drawn at random, not only for "
     "the public tests' two models"
 )
-def test_worked_kv_random_models(answers: Any, kata_explain: Any) -> None:
+def test_worked_kv_random_models(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("kv")
     cases = []
     for _ in range(200):
@@ -163,7 +197,10 @@ def o_ring(op: str, size: int, n: int) -> float:
     return (2 if op == "all-reduce" else 1) * (n - 1) / n * size
 
 
-def test_collectives_ring_bytes(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_collectives_ring_bytes(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("ring")
     ops = list(questions.COLLECTIVES)
     cases = [((op, r.randint(1, 1 << 34), n), None) for op in ops for n in (1, 2)]
@@ -182,7 +219,10 @@ def test_collectives_ring_bytes(answers: Any, questions: Any, kata_explain: Any)
     )
 
 
-def test_alphabeta_ring_allreduce(answers: Any, kata_explain: Any) -> None:
+def test_alphabeta_ring_allreduce(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("alphabeta")
     cases = []
     for i in range(300):
@@ -214,7 +254,10 @@ def o_zero(p: int, n: int, stage: int) -> float:
     return sum(x / n if i in sharded else x for i, x in enumerate(parts))
 
 
-def test_zero_model_states(answers: Any, kata_explain: Any) -> None:
+def test_zero_model_states(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("zero")
     cases = [((r.randint(10**6, 10**12), n, s), None) for s in range(4) for n in (1, 2)]
     cases += [
@@ -234,7 +277,10 @@ def test_zero_model_states(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_bubble_fraction(answers: Any, kata_explain: Any) -> None:
+def test_bubble_fraction(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("bubble")
     cases = [((1, r.randint(1, 64)), 0.0), ((r.randint(2, 64), 1), None)]
     cases += [((r.randint(2, 128), r.randint(2, 1024)), None) for _ in range(300)]
@@ -251,7 +297,10 @@ def test_bubble_fraction(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_tp_bytes_per_layer(answers: Any, kata_explain: Any) -> None:
+def test_tp_bytes_per_layer(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("tp")
     cases = [((r.randint(1, 1 << 16), r.choice((2048, 4096, 8192, 12288)), 2, 1), 0.0)]
     for _ in range(300):
@@ -269,7 +318,10 @@ def test_tp_bytes_per_layer(answers: Any, kata_explain: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ serving
-def test_paging_waste(answers: Any, kata_explain: Any) -> None:
+def test_paging_waste(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("paging")
     cases = [((16, []), 0)]
     for _ in range(200):
@@ -287,7 +339,10 @@ def test_paging_waste(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_batching_static_utilization(answers: Any, kata_explain: Any) -> None:
+def test_batching_static_utilization(
+    answers: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     r = random_for("batching")
     cases = [(([r.randint(1, 500)] * r.randint(1, 16),), 1.0), (([1],), 1.0)]
     for _ in range(300):
@@ -304,7 +359,10 @@ def test_batching_static_utilization(answers: Any, kata_explain: Any) -> None:
     )
 
 
-def test_bound_memory_bound_set(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_bound_memory_bound_set(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     log = peek_start(answers)
     try:
         with watch_calls(sys.modules[__name__], processes=False) as oracles:
@@ -331,3 +389,7 @@ def test_bound_memory_bound_set(answers: Any, questions: Any, kata_explain: Any)
         "each K and V element for one query, ~1; an add, ~1/6; a softmax, ~1. Prefill of 4,096 "
         "tokens (~4,096), an 8192-cube GEMM (~2,730) and training on 1 M tokens are compute-bound."
     )
+
+
+# The tests' own line last: every name above and every test is in the seal.
+_untouched(seal=True)

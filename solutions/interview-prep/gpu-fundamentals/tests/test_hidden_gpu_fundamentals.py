@@ -7,6 +7,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -97,8 +98,42 @@ def ordered(name: str, got: Any, options: tuple[str, ...], want: list[str]) -> N
     assert got == want, f"{name}: not the right order"
 
 
+# ------------------------------------------------------------------------------ untouched
+def _fingerprint(namespace: dict[str, Any]) -> dict[str, tuple[int, int, int]]:
+    """Which object each name of this module is, with each function's code and defaults."""
+    return {
+        k: (id(v), id(getattr(v, "__code__", None)), id(getattr(v, "__defaults__", None)))
+        for k, v in namespace.items()
+        if not k.startswith(("@", "__"))
+    }
+
+
+def _make_untouched() -> Callable[..., None]:
+    sealed: list[dict[str, tuple[int, int, int]]] = []
+
+    def untouched(seal: bool = False) -> None:
+        """This module's checks run as written: learner code that rebinds or adds a name here
+        through sys.modules (check_all to a no-op, REL to 1e9: red team rt26's
+        rebind-check-all) or swaps a function's code fails the test. Each test holds this
+        function as a default argument, so rebinding its name changes nothing."""
+        now = _fingerprint(globals())
+        if seal:
+            sealed.append(now)
+            return
+        changed = sorted(k for k in now.keys() | sealed[0].keys() if now.get(k) != sealed[0].get(k))
+        assert not changed, f"the hidden tests' names {changed} were rebound before the test ran"
+
+    return untouched
+
+
+_untouched = _make_untouched()
+
+
 # ------------------------------------------------------------------------------ architecture
-def test_bandwidth_order(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_bandwidth_order(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     want = [
         "register files (all SMs)",
         "shared memory (all SMs)",
@@ -118,7 +153,10 @@ def test_bandwidth_order(answers: Any, questions: Any, kata_explain: Any) -> Non
     )
 
 
-def test_ridge_point(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_ridge_point(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "ridge_point")
     assert isinstance(got, int | float), f"ridge_point: return a number, got {got!r}"
     assert got == pytest.approx(295.2, rel=0.02), (
@@ -132,7 +170,10 @@ def test_ridge_point(answers: Any, questions: Any, kata_explain: Any) -> None:
     )
 
 
-def test_units_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_units_per_sm(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "per_sm_units")
     assert isinstance(got, set | frozenset), f"per_sm_units: return a set, got {got!r}"
     options_only("per_sm_units", got, questions.PER_SM_OPTIONS)
@@ -146,7 +187,10 @@ def test_units_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
     )
 
 
-def test_divergence_issue_slots(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_divergence_issue_slots(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "divergence_issue_slots")
     assert type(got) is int, f"divergence_issue_slots: return an int, got {got!r}"
     assert got == 20, f"divergence_issue_slots: {got} is not the number of issue slots"
@@ -159,7 +203,10 @@ def test_divergence_issue_slots(answers: Any, questions: Any, kata_explain: Any)
 
 
 # ------------------------------------------------------------------------------ cuda
-def test_occupancy_blocks_per_sm(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_occupancy_blocks_per_sm(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "blocks_per_sm")
     assert type(got) is int, f"blocks_per_sm: return an int, got {got!r}"
     assert got == 3, f"blocks_per_sm: {got} blocks is not what the tightest limit allows"
@@ -171,7 +218,10 @@ def test_occupancy_blocks_per_sm(answers: Any, questions: Any, kata_explain: Any
     )
 
 
-def test_sectors_per_request(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_sectors_per_request(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "sectors_per_request")
     assert isinstance(got, list) and len(got) == 4, (
         f"sectors_per_request: return four counts (stride 1, 2, 8, 32), got {got!r}"
@@ -185,7 +235,10 @@ def test_sectors_per_request(answers: Any, questions: Any, kata_explain: Any) ->
     )
 
 
-def test_banks_conflict_ways(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_banks_conflict_ways(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     got = ask(answers, "bank_conflict_ways")
     assert isinstance(got, list) and len(got) == 4, (
         f"bank_conflict_ways: return four counts (W = 32, 33, 64, 16), got {got!r}"
@@ -198,7 +251,10 @@ def test_banks_conflict_ways(answers: Any, questions: Any, kata_explain: Any) ->
     )
 
 
-def test_nvcc_order(answers: Any, questions: Any, kata_explain: Any) -> None:
+def test_nvcc_order(
+    answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
+) -> None:
+    untouched()
     want = [
         "C preprocessor",
         "cudafe++: splits host and device code",
@@ -214,3 +270,7 @@ def test_nvcc_order(answers: Any, questions: Any, kata_explain: Any) -> None:
         "each -arch), fatbinary (SASS + PTX into one blob), then the host compiler builds the "
         "host code, which embeds that fatbinary and registers its kernels at start-up."
     )
+
+
+# The tests' own line last: every name above and every test is in the seal.
+_untouched(seal=True)
