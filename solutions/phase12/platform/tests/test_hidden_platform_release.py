@@ -59,6 +59,18 @@ def _vocabulary(kata: Any) -> set[str]:
     return out
 
 
+MIN_OWN_PAIRS = 0.12  # honest documents: 0.30-0.52; word salad from the kata's words: 0.03-0.06
+
+
+def _pairs(kata: Any) -> set[tuple[str, str]]:
+    """Adjacent word pairs of the kata's own texts ("the platform", "a node", "is lost")."""
+    out: set[tuple[str, str]] = set()
+    for name in OWN_TEXTS:
+        w = _words(kata.source(name).read_text(encoding="utf-8"))
+        out |= set(zip(w, w[1:], strict=False))
+    return out
+
+
 def _skeleton(text: str) -> tuple[str, ...]:
     """The section's sentence shape: its function words, every other word a blank."""
     return tuple(w if w in FUNCTION_WORDS else "_" for w in _words(text))
@@ -99,6 +111,15 @@ def test_release_sections_are_prose(release_docs: Any, release_kit: Any, kata: A
     kit = release_kit
     vocabulary = _vocabulary(kata)
     shapes: dict[tuple[str, ...], str] = {}
+    pairs = _pairs(kata)
+    for name in ("DESIGN.md", "RUNBOOK.md", "notes-1.0.0.md"):  # rt27-rel-vocab-salad
+        w = _words(release_docs.text(name))
+        mine = list(zip(w, w[1:], strict=False))
+        known = sum(p in pairs for p in mine) / max(1, len(mine))
+        assert known >= MIN_OWN_PAIRS, (
+            f"release/{name}: only {known:.0%} of its adjacent word pairs occur in the kata's own texts "
+            f"(honest documents have 30 % or more): its sentences are not written about the platform"
+        )
     docs = {
         "DESIGN.md": _level2(kit.sections(release_docs.text("DESIGN.md")), DESIGN),
         "notes-1.0.0.md": _level2(kit.sections(release_docs.text("notes-1.0.0.md")), NOTES),
