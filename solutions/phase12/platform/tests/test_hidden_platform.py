@@ -1593,3 +1593,79 @@ def test_scenario_nothing_left_behind(
     assert not left[2], (
         f"after the server stopped and Platform.close(): child processes left: {sorted(left[2])}"
     )
+
+
+@pytest.mark.kata_gate(
+    "concurrent generations, submits, node drills and reads lose a count or place a job on a lost node"
+)
+def test_scenario_mixed_concurrency(make_live: Any, kit: Any, kata_random: random.Random) -> None:
+    # red team rt27: counters updated outside the lock and a drill outside the lock passed the
+    # submit-only race; here generations finish together (a barrier) while drills race submits.
+    r = kata_random
+    nodes = [(f"m{i}", r.choice([6, 8])) for i in range(5)]
+    barrier = threading.Barrier(4, timeout=1.0)
+
+    def ttft(p: int, m: int) -> float:
+        try:
+            barrier.wait()  # four generations return at once: their counts race
+        except threading.BrokenBarrierError:
+            pass
+        return 0.001 * p
+
+    live = make_live(nodes=nodes, choose=slow_first_fit(0.002), ttft=ttft)
+    doomed = [nodes[0][0], nodes[1][0], nodes[2][0]]
+    calls: list[tuple[str, Any]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    seeds = [r.randrange(1 << 30) for _ in range(8)]
+
+    def client(k: int, seed: int) -> None:
+        cr = random.Random(seed)
+        try:
+            for i in range(10):
+                if k < 4:
+                    body = {"prompt_tokens": cr.randint(1, 50), "max_tokens": cr.randint(1, 4)}
+                    got = ("gen", live.call("POST", "/v1/generate", body))
+                elif k < 7:
+                    body = {"name": f"x{k}-{i}", "gpus": cr.choice([1, 2, 3])}
+                    got = ("submit", live.call("POST", "/v1/jobs", body))
+                elif i in (2, 4, 6):
+                    got = ("fail", live.call("POST", f"/v1/nodes/{doomed[i // 2 - 1]}/fail"))
+                else:
+                    got = ("read", live.call("GET", "/v1/nodes"))
+                with lock:
+                    calls.append(got)
+        except BaseException as e:  # noqa: BLE001 (raised in the test below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(k, s)) for k, s in enumerate(seeds)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    if errors:
+        raise errors[0]
+    failed = [(what, a.status) for what, a in calls if a.status >= 500]
+    assert not failed, f"concurrent requests answered 5xx: {failed}"
+    jobs = live.ok("GET", "/v1/jobs")["jobs"]
+    on_lost = [j["id"] for j in jobs if j["state"] == "running" and j["node"] in doomed]
+    assert not on_lost, f"after the drills of {doomed} during submits, {on_lost} run on a lost node"
+    check_consistent(live, kit, "after concurrent generations, submits and drills")
+    scraped = live.scrape()
+    gens = [a for what, a in calls if what == "gen"]
+    ok = [a for a in gens if a.status == 200]
+    want = {
+        "platform_generate_ttft_seconds_count": len(ok),
+        "platform_generate_tokens_total": sum(a.body["tokens"] for a in ok),
+    }
+    for name, n in want.items():
+        got = kit.sample(scraped, name)
+        assert got == n, f"{len(ok)} generations answered 200 at once in fours: {name} should be {n}, got {got}"  # fmt: skip
+    got = kit.sample(scraped, "platform_http_requests_total", route="/v1/generate", method="POST", code="200")  # fmt: skip
+    assert got == len(ok), (
+        f"platform_http_requests_total{{route='/v1/generate',method='POST',code='200'}} should be {len(ok)} after concurrent generations, got {got}"  # fmt: skip
+    )
+    got = kit.sample(scraped, "platform_http_request_duration_seconds_count", route="/v1/generate")
+    assert got == len(gens), (
+        f"platform_http_request_duration_seconds_count{{route='/v1/generate'}} should be {len(gens)} after concurrent generations, got {got}"  # fmt: skip
+    )
