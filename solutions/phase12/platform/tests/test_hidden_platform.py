@@ -396,7 +396,12 @@ def test_jobs_scheduler_answers_are_checked(make_live: Any, kata_random: random.
         gpus = 4 if a == "n-c" else r.randint(1, 4)
         live.ok("POST", "/v1/jobs", {"name": f"bad-{i}", "gpus": gpus}, want=201)
         model.submit(f"bad-{i}", gpus)
-        check_against(live, model, f"the scheduler answered {a!r} for a {gpus}-GPU job")
+        check_against(
+            live,
+            model,
+            f"after submitting bad-{i} ({gpus} GPUs) while the scheduler answers {a!r} to every "
+            "call (a pending job placed in the same reconcile gets that answer too)",
+        )
     offered = sorted({v[0] for _, views in live.scheduler.calls[since:] for v in views})
     assert "n-a" not in offered, (
         f"the scheduler should be offered ready nodes only; n-a is lost, offered: {offered}"
@@ -1201,7 +1206,9 @@ def test_metrics_http_counts_random_traffic(
 
 
 @pytest.mark.kata_gate(
-    "/metrics is not valid exposition text for node names that need escaping, or a family is missing"
+    "/metrics is wrong on a cluster whose node names need escaping: not valid exposition text, "
+    "a family or a zero sample missing, or values that disagree with the platform (also right "
+    "after a finish, before any other request)"
 )
 def test_metrics_families_escaping_and_lint(
     make_live: Any, kit: Any, promtool: str, kata_random: random.Random
@@ -1231,16 +1238,23 @@ def test_metrics_families_escaping_and_lint(
     )
     findings = kit.promtool_check_metrics(promtool, text)
     assert findings == [], f"promtool check metrics: {findings}"
-    live.runner.finish("job-1")  # then /metrics at once: it must ask the runner as GET does
+    # job-2 (7 GPUs) waits for job-1's node; job-1 finishes, then /metrics at once: it must
+    # reconcile as GET does, the runner's outcomes and then the placement they make possible.
+    live.ok("POST", "/v1/jobs", {"name": "y", "gpus": 7}, want=201)
+    live.runner.finish("job-1")
     scraped = live.scrape()
+    want = {"done": 1, "running": 1}
     for s in STATES:
         v = kit.sample(scraped, "platform_jobs", state=s)
-        assert v == float(s == "done"), (
-            f"platform_jobs{{state={s!r}}} right after the runner finished the only job should be "
-            f"{int(s == 'done')}, got {v}"
+        assert v == float(want.get(s, 0)), (
+            f"platform_jobs{{state={s!r}}} right after the runner finished job-1, whose GPUs the "
+            f"pending job-2 waits for, should be {want.get(s, 0)}, got {v}"
         )
     v = kit.sample(scraped, "platform_node_gpus_allocated", node=odd)
-    assert v == 0.0, f"platform_node_gpus_allocated of {odd!r} after its job finished: {v}"
+    assert v == 7.0, (
+        f"platform_node_gpus_allocated of {odd!r} right after job-1 (6 GPUs) finished and job-2 "
+        f"(7) can start there: {v}, not 7"
+    )
 
 
 def promtool_alerts(
