@@ -27,7 +27,9 @@ running test's key).
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from typing import Any
 
 from .seeds import derive, run_seed
@@ -302,11 +304,84 @@ def fresh_module(module: Any) -> Any:
     return fresh
 
 
+# ------------------------------------------------------------------------------ no peeking
+# Learner code shares the tests' interpreter: it could read an answer out of the hidden test
+# instead of working it out (a constant in the test's code, a local of the checking frame; red
+# team rt26). An audit hook, installed at the first use and recording only inside no_peeking(),
+# notes the frame and code reads that learner code makes, directly or through inspect,
+# traceback, dis or ctypes. An honest answer makes none.
+_PEEKS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys.setprofile",
+        "sys.settrace",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "object.__getattr__",  # a frame's or generator's f_code/gi_frame/tb_frame/__code__
+        "ctypes.dlsym",  # ctypes.pythonapi.PyEval_GetFrame: a frame without sys._getframe
+    }
+)
+_peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False, "hooked": False}
+
+
+def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
+    if _peeking["log"] is None or event not in _PEEKS or _peeking["busy"]:
+        return
+    import os
+    import sys
+
+    readers = tuple(
+        f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
+    )
+    _peeking["busy"] = True  # the sys._getframe below is audited too
+    try:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.endswith(readers):
+            frame = frame.f_back
+        file = frame.f_code.co_filename if frame is not None else ""
+        if file.startswith(_peeking["dir"]) and f"{os.sep}tests{os.sep}" not in file:
+            _peeking["log"].append(f".{args[1]}" if event == "object.__getattr__" else event)
+    finally:
+        _peeking["busy"] = False
+
+
+@contextlib.contextmanager
+def no_peeking(learner: Any, test_file: str) -> Iterator[list[str]]:
+    """While the block runs learner code, record the frame and code-object reads made by code
+    in the learner module's folder (its tests/ excluded); yields that list, which is empty for
+    an honest answer: assert on it after the block, naming the function. Also drops `test_file`
+    (pass ``__file__``) from linecache first, where pytest leaves a failed test's source::
+
+        with no_peeking(answers, __file__) as peeks:
+            got = answers.ridge_point()
+        assert not peeks, f"ridge_point: read frames or code objects while answering ({peeks})"
+    """
+    import linecache
+    import os
+    import sys
+
+    if not _peeking["hooked"]:
+        sys.addaudithook(_peek_hook)  # permanent, as audit hooks are; idle outside this block
+        _peeking["hooked"] = True
+    name = os.path.basename(test_file)
+    for key in [k for k in linecache.cache if os.path.basename(k) == name]:
+        linecache.cache.pop(key, None)
+    _peeking["dir"] = os.path.dirname(learner.__file__) + os.sep
+    _peeking["log"] = log = []
+    try:
+        yield log
+    finally:
+        _peeking["log"] = None
+
+
 __all__ = [
     "CallLog",
     "check_written",
     "fresh_module",
     "hidden_settings",
+    "no_peeking",
     "raises",
     "random_for",
     "rng",

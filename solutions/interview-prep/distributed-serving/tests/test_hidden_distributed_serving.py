@@ -6,87 +6,29 @@ latency- and bandwidth-bound messages, sequences that fill their last block exac
 
 from __future__ import annotations
 
-import linecache
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from harness.testing import random_for, watch_calls
+from harness.testing import no_peeking, random_for, watch_calls
 
 REL = 1e-9
 
 
 # ------------------------------------------------------------------------------ no peeking
-# Learner code shares this interpreter: it could read the answer out of this module instead of
-# working it out (the expected value is a local of check_all, the oracles are this module's functions; red team rt26's
-# frame-want and oracle-via-sys-modules). An audit hook, installed once and on only while a learner
-# function answers, records the frame and code reads learner code makes, directly or through
-# inspect/traceback/dis/ctypes: sys._getframe, a traceback's or generator's frame, a function's
-# __code__, gc's object walks, a profile or trace function. An honest answer makes none.
-_PEEKS = frozenset(
-    {
-        "sys._getframe",
-        "sys._current_frames",
-        "sys.setprofile",
-        "sys.settrace",
-        "gc.get_objects",
-        "gc.get_referrers",
-        "gc.get_referents",
-        "object.__getattr__",
-        "ctypes.dlsym",  # ctypes.pythonapi.PyEval_GetFrame: a frame without sys._getframe
-    }
-)
-_READERS = tuple(
-    f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
-)
-_peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False}
+# The expected value is a local of check_all and the oracles are this module's functions (red
+# team rt26's frame-want, oracle-via-sys-modules): learner calls run under no_peeking and
+# watch_calls, straight from check_all's frame (any call into this module's code in between,
+# even a comprehension, would count as calling an oracle).
 
 
-def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
-    if _peeking["log"] is None or event not in _PEEKS or _peeking["busy"]:
-        return
-    _peeking["busy"] = True  # the sys._getframe below is audited too
-    try:
-        frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.endswith(_READERS):
-            frame = frame.f_back
-        file = frame.f_code.co_filename if frame is not None else ""
-        if file.startswith(_peeking["dir"]) and f"{os.sep}tests{os.sep}" not in file:
-            _peeking["log"].append(f".{args[1]}" if event == "object.__getattr__" else event)
-    finally:
-        _peeking["busy"] = False
-
-
-sys.addaudithook(_peek_hook)  # permanent (audit hooks are); idle outside ask()
-
-
-def forget_source() -> None:
-    """Drops this file from linecache, where pytest put it to show an earlier failure's
-    traceback: learner code could read every answer there (red team rt26's linecache dodge)."""
-    name = os.path.basename(__file__)
-    for key in [k for k in linecache.cache if os.path.basename(k) == name]:
-        linecache.cache.pop(key, None)
-
-
-def peek_start(answers: Any) -> list[str]:
-    """Records, until peek_stop, the frame and code reads of learner code beside `answers`."""
-    _peeking["dir"] = os.path.dirname(answers.__file__) + os.sep
-    _peeking["log"] = log = []
-    forget_source()
-    return log
-
-
-def peek_stop(name: str, log: list[str], oracles: Any) -> None:
-    """Fails `name` if learner code read a frame or code object, or called an oracle here.
-    (The learner calls run straight from the watching frame: any call into this module's code
-    in between, even a comprehension, would count as one.)"""
-    _peeking["log"] = None
-    assert not log, (
-        f"{name}: read frames or code objects while answering ({', '.join(sorted(set(log)))}): "
+def answered_alone(name: str, peeks: list[str], oracles: Any) -> None:
+    """Fails `name` if learner code read a frame or code object, or called an oracle here."""
+    assert not peeks, (
+        f"{name}: read frames or code objects while answering ({', '.join(sorted(set(peeks)))}): "
         "the answer comes from the arguments, not from the test that checks it"
     )
     assert not oracles, f"{name}: called the test's own formulas ({oracles}) while answering"
@@ -103,14 +45,11 @@ def check_all(
     """Every case (args, want) right, to a relative 1e-9 (exact for ints); the message names the
     first wrong input and how many were right."""
     gots = []
-    log = peek_start(sys.modules[call.__module__])
-    try:
+    with no_peeking(sys.modules[call.__module__], __file__) as peeks:
         with watch_calls(sys.modules[__name__], processes=False) as oracles:
             for args, _ in cases:
                 gots.append(call(*args))
-    finally:
-        _peeking["log"] = None
-    peek_stop(name, log, oracles)
+    answered_alone(name, peeks, oracles)
     wrong = []
     for (args, want), got in zip(cases, gots, strict=True):
         if isinstance(want, int):
@@ -363,13 +302,10 @@ def test_bound_memory_bound_set(
     answers: Any, questions: Any, kata_explain: Any, untouched: Callable[..., None] = _untouched
 ) -> None:
     untouched()
-    log = peek_start(answers)
-    try:
+    with no_peeking(answers, __file__) as peeks:
         with watch_calls(sys.modules[__name__], processes=False) as oracles:
             got = answers.memory_bound()
-    finally:
-        _peeking["log"] = None
-    peek_stop("memory_bound", log, oracles)
+    answered_alone("memory_bound", peeks, oracles)
     assert isinstance(got, set | frozenset), f"memory_bound: return a set, got {got!r}"
     unknown = [x for x in got if x not in questions.BOUND_OPTIONS]
     assert not unknown, f"memory_bound: {unknown} are not among questions.BOUND_OPTIONS"

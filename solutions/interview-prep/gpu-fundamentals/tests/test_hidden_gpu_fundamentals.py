@@ -4,77 +4,22 @@ outside the tolerance) without giving the answer away; a right one is explained.
 
 from __future__ import annotations
 
-import linecache
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from harness.testing import no_peeking
+
+
 # ------------------------------------------------------------------------------ no peeking
-# Learner code shares this interpreter: it could read the answer out of this module instead of
-# working it out (the expected values are constants of the tests' code; red team rt26's
-# frame-constants and traceback-order). An audit hook, installed once and on only while a learner
-# function answers, records the frame and code reads learner code makes, directly or through
-# inspect/traceback/dis/ctypes: sys._getframe, a traceback's or generator's frame, a function's
-# __code__, gc's object walks, a profile or trace function. An honest answer makes none.
-_PEEKS = frozenset(
-    {
-        "sys._getframe",
-        "sys._current_frames",
-        "sys.setprofile",
-        "sys.settrace",
-        "gc.get_objects",
-        "gc.get_referrers",
-        "gc.get_referents",
-        "object.__getattr__",
-        "ctypes.dlsym",  # ctypes.pythonapi.PyEval_GetFrame: a frame without sys._getframe
-    }
-)
-_READERS = tuple(
-    f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
-)
-_peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False}
-
-
-def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
-    if _peeking["log"] is None or event not in _PEEKS or _peeking["busy"]:
-        return
-    _peeking["busy"] = True  # the sys._getframe below is audited too
-    try:
-        frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.endswith(_READERS):
-            frame = frame.f_back
-        file = frame.f_code.co_filename if frame is not None else ""
-        if file.startswith(_peeking["dir"]) and f"{os.sep}tests{os.sep}" not in file:
-            _peeking["log"].append(f".{args[1]}" if event == "object.__getattr__" else event)
-    finally:
-        _peeking["busy"] = False
-
-
-sys.addaudithook(_peek_hook)  # permanent (audit hooks are); idle outside ask()
-
-
-def forget_source() -> None:
-    """Drops this file from linecache, where pytest put it to show an earlier failure's
-    traceback: learner code could read every answer there (red team rt26's linecache dodge)."""
-    name = os.path.basename(__file__)
-    for key in [k for k in linecache.cache if os.path.basename(k) == name]:
-        linecache.cache.pop(key, None)
-
-
 def ask(answers: Any, name: str) -> Any:
-    """answers.<name>(), checked to read no frame or code object while it answers."""
-    _peeking["dir"] = os.path.dirname(answers.__file__) + os.sep
-    _peeking["log"] = log = []
-    forget_source()
-    try:
+    """answers.<name>(), checked to read no frame or code object while it answers (the expected
+    values are constants of this file: red team rt26's frame-constants, traceback-order)."""
+    with no_peeking(answers, __file__) as peeks:
         got = getattr(answers, name)()
-    finally:
-        _peeking["log"] = None
-    assert not log, (
-        f"{name}: read frames or code objects while answering ({', '.join(sorted(set(log)))}): "
+    assert not peeks, (
+        f"{name}: read frames or code objects while answering ({', '.join(sorted(set(peeks)))}): "
         "the answer comes from the question, not from the test that checks it"
     )
     return got
