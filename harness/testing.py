@@ -28,7 +28,10 @@ running test's key).
 from __future__ import annotations
 
 import contextlib
+import linecache
+import os
 import random
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -323,22 +326,20 @@ _PEEKS = frozenset(
         "ctypes.dlsym",  # ctypes.pythonapi.PyEval_GetFrame: a frame without sys._getframe
     }
 )
+_READERS = tuple(
+    f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
+)
 _peeking: dict[str, Any] = {"dir": None, "log": None, "busy": False, "hooked": False}
 
 
 def _peek_hook(event: str, args: tuple[Any, ...]) -> None:
+    # Nothing here may import (an import hook may read frames: audited, so recursion).
     if _peeking["log"] is None or event not in _PEEKS or _peeking["busy"]:
         return
-    import os
-    import sys
-
-    readers = tuple(
-        f"{os.sep}{m}.py" for m in ("inspect", "traceback", "dis", f"ctypes{os.sep}__init__")
-    )
     _peeking["busy"] = True  # the sys._getframe below is audited too
     try:
         frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.endswith(readers):
+        while frame is not None and frame.f_code.co_filename.endswith(_READERS):
             frame = frame.f_back
         file = frame.f_code.co_filename if frame is not None else ""
         if file.startswith(_peeking["dir"]) and f"{os.sep}tests{os.sep}" not in file:
@@ -358,10 +359,6 @@ def no_peeking(learner: Any, test_file: str) -> Iterator[list[str]]:
             got = answers.ridge_point()
         assert not peeks, f"ridge_point: read frames or code objects while answering ({peeks})"
     """
-    import linecache
-    import os
-    import sys
-
     if not _peeking["hooked"]:
         sys.addaudithook(_peek_hook)  # permanent, as audit hooks are; idle outside this block
         _peeking["hooked"] = True
