@@ -1610,6 +1610,49 @@ def test_scenario_nothing_left_behind(
 
 
 @pytest.mark.kata_gate(
+    "a node drill sent while a submit waits for the scheduler places the waiting job a second time "
+    "or miscounts its node's GPUs"
+)
+def test_scenario_drill_during_placement(make_live: Any, kit: Any, kata_random: random.Random) -> None:  # fmt: skip
+    # red team rt27-sc-nolock-drill, made deterministic: while the scheduler is asked where the
+    # racer goes, a drill of another node is sent and given 0.3 s. A drill that waits for the
+    # platform's lock runs after the placement; one that takes no lock reconciles at once and
+    # asks the scheduler about the same pending racer, and the platform must not place it twice.
+    r = kata_random
+    target, other = f"d{r.randint(0, 99)}", f"e{r.randint(0, 99)}"
+    live = make_live(nodes=[(target, 8), (other, 8)])
+    asked = threading.Semaphore(0)
+    drill: dict[str, Any] = {"asks": 0}
+
+    def fail_other() -> None:
+        drill["answer"] = live.call("POST", f"/v1/nodes/{other}/fail")
+
+    def choose(job: Any, nodes: list[Any]) -> Any:
+        if job.name != "racer":
+            return next((n.name for n in nodes if n.free >= job.gpus), None)
+        drill["asks"] += 1
+        if drill["asks"] == 1:
+            drill["thread"] = threading.Thread(target=fail_other)
+            drill["thread"].start()
+            asked.acquire(timeout=0.3)  # a second question about the racer, or the lock held
+        else:
+            asked.release()
+        return target
+
+    live.scheduler.choose = choose
+    live.ok("POST", "/v1/jobs", {"name": "racer", "gpus": r.randint(1, 4)}, want=201)
+    assert "thread" in drill, "the platform never asked the scheduler where the racer goes"
+    drill["thread"].join(10)
+    assert drill.get("answer") is not None and drill["answer"].status == 200, (
+        f"POST /v1/nodes/{other}/fail during the racer's placement: {drill.get('answer')}"
+    )
+    racer = next(j for j in live.ok("GET", "/v1/jobs")["jobs"] if j["name"] == "racer")
+    starts = [c for c in live.runner.starts if c[0] == racer["id"]]
+    assert len(starts) <= 1, f"the racer ({racer['id']}) was started {len(starts)} times: {starts}"
+    check_consistent(live, kit, f"after a drill of {other} during the racer's placement")
+
+
+@pytest.mark.kata_gate(
     "concurrent generations, submits, node drills and reads lose a count or place a job on a lost node"
 )
 def test_scenario_mixed_concurrency(make_live: Any, kit: Any, kata_random: random.Random) -> None:
